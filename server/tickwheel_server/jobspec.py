@@ -52,7 +52,7 @@ LATEST_INSTANT = datetime(9999, 1, 1, tzinfo=timezone.utc)
 Timestamp keeps every due instant (nominal + at most an hour of jitter, or a
 DST shift) representable."""
 MAX_CRON_EXPRESSION = 512
-_CRON_CHARACTERS = re.compile(r"^[\x20-\x7e\t]*$")
+_CRON_CHARACTERS = re.compile(r"^[\x20-\x7e\t]*\Z")
 MAX_ZONE_NAME = 64
 MISFIRE_POLICIES = {
     job_pb2.MISFIRE_POLICY_UNSPECIFIED: "run_once",
@@ -68,7 +68,7 @@ CALENDAR_RULES = {
     job_pb2.CALENDAR_RULE_SKIP: CalendarRule.SKIP,
 }
 """The calendar rules this server serves."""
-CALENDAR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+CALENDAR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 """A calendar's name (the rule of ``Calendar.name``)."""
 
 

@@ -27,7 +27,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, calendar_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2
 
 from tests.support.server import Running, running_server
 
@@ -714,6 +714,72 @@ async def test_each_bad_field_of_the_issue_is_named_and_nothing_is_written(serve
         assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT, error.value.details()
         assert field in violations(error.value)
         assert list((await scheduler.ListJobs(scheduler_pb2.ListJobsRequest(), metadata=bearer(key))).jobs) == []
+
+
+def _with(change) -> job_pb2.Job:
+    job = cron_job()
+    change(job)
+    return job
+
+
+_HTTP = job_pb2.Target(http=job_pb2.HttpTarget(url="https://example.com/"))
+
+
+@pytest.mark.parametrize(
+    "job, request_id, field",
+    [
+        (cron_job(), "r\n", "request_id"),
+        (_with(lambda j: j.labels.update({"env\n": "x"})), "r", "job.labels"),
+        (_with(lambda j: setattr(j.target.handler, "name", "echo\n")), "r", "job.target.handler.name"),
+        (_with(lambda j: setattr(j.schedule.cron, "expression", "0 3 29 2 *\n")), "r", "job.schedule.cron.expression"),
+        (_with(lambda j: (j.target.CopyFrom(_HTTP), setattr(j.target.http, "url", "https://example.com/\n"))), "r",
+         "job.target.http.url"),
+        (_with(lambda j: (j.target.CopyFrom(_HTTP), j.target.http.headers.update({"X-A": "v\n"}))), "r",
+         "job.target.http.headers[X-A]"),
+        (_with(lambda j: (j.target.CopyFrom(_HTTP), j.target.http.headers.update({"X-A\n": "v"}))), "r",
+         "job.target.http.headers"),
+        (_with(lambda j: j.concurrency_keys.add(key="k\n", limit=1)), "r", "job.concurrency_keys[0].key"),
+    ],
+)  # fmt: skip
+async def test_a_trailing_newline_is_refused_where_the_field_allows_no_line_break(server, job, request_id, field):
+    """A pattern anchored with ``$`` also matches before a final newline:
+    `r\\n` passed as a request id, `echo\\n` as a handler, `v\\n` as a header
+    value (a worker's HTTP client then refused it at every run). Each is
+    INVALID_ARGUMENT naming the field, and nothing is written."""
+    key = await server.create_tenant("acme")
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=job, request_id=request_id), metadata=bearer(key))
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT, error.value.details()
+        assert any(name.startswith(field) for name in violations(error.value)), violations(error.value)
+        assert list((await scheduler.ListJobs(scheduler_pb2.ListJobsRequest(), metadata=bearer(key))).jobs) == []
+
+
+async def test_a_tenant_calendar_or_server_name_with_a_trailing_newline_is_refused(server) -> None:
+    key = await server.create_tenant("acme")
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await admin.CreateTenant(admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(name="globex\n")),
+                                     metadata=server.admin_metadata())  # fmt: skip
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        names = [t.name for t in (await admin.ListTenants(admin_pb2.ListTenantsRequest(),
+                                                          metadata=server.admin_metadata())).tenants]  # fmt: skip
+        assert names == ["acme"]
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        calendar = calendar_pb2.Calendar(name="holidays\n", time_zone="UTC")
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await scheduler.CreateCalendar(calendar_pb2.CreateCalendarRequest(calendar=calendar, request_id="cal"), metadata=bearer(key))
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "calendar.name" in violations(error.value)
+        calendar = calendar_pb2.Calendar(name="holidays", time_zone="UTC", holidays=["2027-01-01\n"])
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await scheduler.CreateCalendar(calendar_pb2.CreateCalendarRequest(calendar=calendar, request_id="cal"), metadata=bearer(key))
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert any(name.startswith("calendar.holidays") for name in violations(error.value)), violations(error.value)
+        listed = await scheduler.ListCalendars(calendar_pb2.ListCalendarsRequest(), metadata=bearer(key))
+        assert list(listed.calendars) == []
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from tickwheel_worker.resolver import DEFAULT_RESOLVER, Resolver
 
 from tickwheel.shared.targets import DEFAULT_POLICY
 
-WORKER_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+WORKER_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}\Z")
 MAX_SLOTS = 10_000
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar, Union
 
-HANDLER_NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+HANDLER_NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,200}\Z")
 PROGRESS_MAX_CHARS = 256
 ECHO_HANDLER_NAME = "echo"
 _FLAG_LOCK = threading.Lock()

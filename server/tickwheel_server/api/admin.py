@@ -45,12 +45,12 @@ from .validate import NAME_MAX, check_id, check_text
 
 log = logging.getLogger(__name__)
 
-TENANT_NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
-HANDLER_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+TENANT_NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}\Z")
+HANDLER_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,200}\Z")
 MAX_GRACE = timedelta(days=30)
 DEFAULT_DRAIN_GRACE = timedelta(seconds=60)
 MAX_DRAIN_GRACE = timedelta(hours=6)
-SERVER_ID = re.compile(r"^[^/\s]{1,200}$")
+SERVER_ID = re.compile(r"^[^/\s]{1,200}\Z")
 
 
 @dataclass

@@ -28,8 +28,8 @@ from . import convert, validate
 from .status import rpc
 from .text import shown
 
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
 MAX_DATES = 10_000
 """The most entries ``holidays`` (and, apart, ``half_days``) may hold."""
 MUTABLE_FIELDS = ("time_zone", "business_days", "holidays", "half_days")

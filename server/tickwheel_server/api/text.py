@@ -22,8 +22,8 @@ import unicodedata
 _ASCII_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 _JOINERS = frozenset({"\u200c", "\u200d"})
-HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-HEADER_VALUE = re.compile(r"^[\x20-\x7e\t]*$")
+HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+HEADER_VALUE = re.compile(r"^[\x20-\x7e\t]*\Z")
 
 
 def refused_character(value: str) -> tuple[int, str] | None:

@@ -47,12 +47,12 @@ from ..schedule import validate as validate_schedule
 NAME_MAX = 200
 HANDLER_MAX = 200
 """The longest handler name, a job's and a worker's hello's."""
-HANDLER = re.compile(rf"^[A-Za-z0-9_.:-]{{1,{HANDLER_MAX}}}$")
-KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
-LABEL_KEY = re.compile(r"^[a-z0-9_.-]{1,63}$")
-REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
-ID = re.compile(r"^[\x21-\x7e]{1,256}$")
-URL_CHARACTERS = re.compile(r"^[\x21-\x7e]*$")
+HANDLER = re.compile(rf"^[A-Za-z0-9_.:-]{{1,{HANDLER_MAX}}}\Z")
+KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}\Z")
+LABEL_KEY = re.compile(r"^[a-z0-9_.-]{1,63}\Z")
+REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}\Z")
+ID = re.compile(r"^[\x21-\x7e]{1,256}\Z")
+URL_CHARACTERS = re.compile(r"^[\x21-\x7e]*\Z")
 HTTP_METHODS = {"GET", "POST", "PUT", "PATCH", "DELETE"}
 RESERVED_HEADERS = {"idempotency-key", "traceparent"}
 """Headers the worker sets itself, besides every ``Tickwheel-*`` header."""

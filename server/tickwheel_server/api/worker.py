@@ -54,7 +54,7 @@ from .validate import HANDLER_MAX
 
 log = logging.getLogger(__name__)
 
-WORKER_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+WORKER_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}\Z")
 MAX_SLOTS = 10_000
 MAX_IN_FLIGHT = 2 * MAX_SLOTS
 """Entries of ``hello.in_flight``: a worker holds at most twice its slots."""

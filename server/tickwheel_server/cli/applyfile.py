@@ -127,7 +127,7 @@ def read(data: bytes, fmt: str) -> list[Declared]:
 
 # --- the two formats --------------------------------------------------------------------
 
-_TOML_JOBS_HEADER = re.compile(r"^[ \t]*\[\[[ \t]*(?:jobs|\"jobs\"|'jobs')[ \t]*\]\][ \t]*(?:#.*)?$")
+_TOML_JOBS_HEADER = re.compile(r"^[ \t]*\[\[[ \t]*(?:jobs|\"jobs\"|'jobs')[ \t]*\]\][ \t]*(?:#.*)?\Z")
 _TOML_HEADER = re.compile(r"^[ \t]*\[")
 _TOML_KEY = re.compile(r"^[ \t]*([A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')[ \t]*[.=]")
 

@@ -20,7 +20,7 @@ from tickwheel.v1 import worker_pb2
 from ..errors import FieldViolation
 from ..store.executions import ResultIn
 
-EXECUTION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,256}$")
+EXECUTION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,256}\Z")
 """As execution ids are made: ``<job id>:<RFC 3339 instant>`` or ``<job id>:trigger:<request id>``."""
 ERROR_MAX_CHARS = 4096
 """What the store keeps of an error (the contract says 4 KiB; longer text is cut)."""

@@ -78,7 +78,7 @@ from .transactions import run_in_transaction
 log = logging.getLogger(__name__)
 
 MIGRATIONS_PACKAGE = "tickwheel_server.store.migrations"
-_FILE_NAME = re.compile(r"^(?P<version>\d{4})_(?P<name>[a-z0-9][a-z0-9_]*)\.(?P<kind>py|sql)$")
+_FILE_NAME = re.compile(r"^(?P<version>\d{4})_(?P<name>[a-z0-9][a-z0-9_]*)\.(?P<kind>py|sql)\Z")
 _LOCK_ROW_ID = 1
 
 _metadata = sa.MetaData()

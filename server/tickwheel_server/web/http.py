@@ -58,8 +58,8 @@ SECURITY_HEADERS = (
     ("Cross-Origin-Resource-Policy", "same-origin"),
 )
 
-_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-_VERSION = re.compile(r"^HTTP/1\.[01]$")
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+_VERSION = re.compile(r"^HTTP/1\.[01]\Z")
 _UNSAFE_HEADER_VALUE = re.compile(r"[\r\n\x00]")
 _NO_BODY = frozenset({204, 304})
 

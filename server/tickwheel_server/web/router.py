@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-_PARAM = re.compile(r"^\{([a-z_][a-z0-9_]*)\}$")
-_LITERAL = re.compile(r"^[A-Za-z0-9._~!$&'()*+,;=:@-]+$")
+_PARAM = re.compile(r"^\{([a-z_][a-z0-9_]*)\}\Z")
+_LITERAL = re.compile(r"^[A-Za-z0-9._~!$&'()*+,;=:@-]+\Z")
 ALLOWED_METHODS = ("GET", "HEAD")
 
 

@@ -89,7 +89,7 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 # The spellings inet_aton accepts (dotted with 1 to 4 parts, decimal, octal,
 # hex); checked first because inet_aton also accepts trailing garbage.
-_IPV4_SPELLING = re.compile(r"^[0-9a-fA-FxX.]+$")
+_IPV4_SPELLING = re.compile(r"^[0-9a-fA-FxX.]+\Z")
 
 
 def parse_networks(values: Iterable[str], origin: str = "allow_target_networks") -> tuple[IPNetwork, ...]:
