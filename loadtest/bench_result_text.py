@@ -11,9 +11,12 @@ event loop, as a worker's batch arrives), by error shape:
 
     PYTHONPATH=server:workers:sdk/python .venv/bin/python loadtest/bench_result_text.py [--results 2000] [--repeat 7] [--smoke]
 
-Prints one JSON object, ``ns_per_result`` by shape. Run it with another
-tree's ``PYTHONPATH`` to compare trees (each times that tree's
-``read_result``); ``--smoke`` runs tiny sizes so CI keeps the script alive.
+Prints one JSON object, ``ns_per_result`` by shape, and
+``ns_per_held_result_at_write``: what escaping costs where the store writes
+a held result (the ``isprintable`` test, then ``store.outcomes.stored_error``
+when it fails), in the store's thread, once a delivery; null in a tree
+without it. Run it with another tree's ``PYTHONPATH`` to compare trees (each
+times that tree's code); ``--smoke`` runs tiny sizes so CI keeps the script alive.
 """
 
 from __future__ import annotations
@@ -25,6 +28,11 @@ import time
 from tickwheel.v1 import worker_pb2
 
 from tickwheel_server.gateway.result_check import read_result
+
+try:
+    from tickwheel_server.store.outcomes import stored_error
+except ImportError:  # a tree that stores a worker's error unescaped
+    stored_error = None
 
 NOW_US = 1_796_000_000_000_000
 ERRORS = {
@@ -51,6 +59,19 @@ def _best_ns(results: list[worker_pb2.ExecutionResult], repeat: int) -> float:
     return best / len(results) * 1e9
 
 
+def _best_write_ns(error: str, count: int, repeat: int) -> float:
+    """As the store's loop does for each held result (``outcomes.record_results``)."""
+    errors = [error] * count
+    best = float("inf")
+    for _ in range(repeat):
+        began = time.thread_time()
+        for text in errors:
+            if not text.isprintable():
+                stored_error(text)
+        best = min(best, time.thread_time() - began)
+    return best / count * 1e9
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=int, default=2000)
@@ -64,6 +85,9 @@ def main() -> None:
         "results": count,
         "repeat": repeat,
         "ns_per_result": {shape: round(_best_ns(_results(error, count), repeat)) for shape, error in ERRORS.items()},
+        "ns_per_held_result_at_write": None if stored_error is None else {
+            shape: round(_best_write_ns(error, count, repeat)) for shape, error in ERRORS.items()
+        },
     }
     print(json.dumps(report))
 

@@ -39,6 +39,7 @@ from sqlalchemy.engine import Connection
 from tickwheel.v1 import worker_pb2
 
 from tickwheel.shared.ids import to_us
+from tickwheel.shared.quoted import quoted
 
 from ..jobspec import NO_DEFINITION, DefinitionCache
 from ..circuits import CircuitBreaker
@@ -242,6 +243,8 @@ class OutcomeStore(SqlStore):
                     continue
                 seen.add(key)
                 ended.append(row)
+                if not result.error.isprintable():  # only a held result's text is escaped: a worker holds few
+                    result = result._replace(error=stored_error(result.error))
                 if result.outcome == _SUCCEEDED and not result.error and not self._needs_definition(row, result):
                     # The common outcome: what _outcome decides for it (succeeded), known
                     # without deciding, and a plain success: recorded on its row.
@@ -447,6 +450,15 @@ class OutcomeStore(SqlStore):
 
 
 _SUCCEEDED = worker_pb2.RESULT_OUTCOME_SUCCEEDED
+ERROR_KEPT_CHARS = 4096
+
+
+def stored_error(error: str) -> str:
+    """A worker's error as it is stored, and from there read by every API,
+    alert and console: each character that is not printable (ESC, CR, LF,
+    C1, bidi overrides) escaped as Python writes it (``\\x1b``, ``\\n``,
+    ``\\u202e``), at most :data:`ERROR_KEPT_CHARS` characters, ``…`` where cut."""
+    return quoted(error, ERROR_KEPT_CHARS)
 
 
 def wrong_attempt(attempt: int, said: int) -> str:
