@@ -18,9 +18,33 @@ too); larger is RESOURCE_EXHAUSTED. The worker's assignment bounds
 MAX_METADATA_BYTES = 8 * 1024
 """A request's metadata in all (names, values and HTTP/2's own headers)."""
 
-LIMITS: tuple[tuple[str, int], ...] = (
-    ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
-    ("grpc.max_metadata_size", MAX_METADATA_BYTES),
-    ("grpc.absolute_max_metadata_size", MAX_METADATA_BYTES),
-)
-"""The channel options of every ``grpc.aio.server`` of the port."""
+MAX_STREAMS_PER_CONNECTION = 100
+"""Calls open at once on one connection (HTTP/2's
+SETTINGS_MAX_CONCURRENT_STREAMS, which the server announces). A gRPC
+client queues its calls past it until one ends (a worker needs one Pull
+stream and a few unary calls; the CLI and SDKs fewer); a client that
+ignores the setting has each stream past it reset (``RST_STREAM``,
+ENHANCE_YOUR_CALM) before any servicer runs. grpcio's default is
+unlimited: every stream a client opened was a servicer task and its buffers."""
+MAX_CONNECTIONS = 4096
+"""Connections the port holds at once; one past it is closed as it is
+accepted (the client sees UNAVAILABLE and backs off). One a worker process
+or client; the process's open-file limit (``ulimit -n``) must exceed it,
+with room for the store's and etcd's connections."""
+
+
+def limits(streams: int = MAX_STREAMS_PER_CONNECTION, connections: int = MAX_CONNECTIONS) -> tuple[tuple[str, int], ...]:
+    """The channel options of a port holding at most ``streams`` calls a
+    connection and ``connections`` connections (tests take smaller ones)."""
+    return (
+        ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
+        ("grpc.max_metadata_size", MAX_METADATA_BYTES),
+        ("grpc.absolute_max_metadata_size", MAX_METADATA_BYTES),
+        ("grpc.max_concurrent_streams", streams),
+        ("grpc.max_allowed_incoming_connections", connections),
+    )
+
+
+LIMITS = limits()
+"""The channel options of every ``grpc.aio.server`` of the port (read as
+each server starts)."""
