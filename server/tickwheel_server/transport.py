@@ -24,8 +24,9 @@ SETTINGS_MAX_CONCURRENT_STREAMS, which the server announces). A gRPC
 client queues its calls past it until one ends (a worker needs one Pull
 stream and a few unary calls; the CLI and SDKs fewer); a client that
 ignores the setting has each stream past it reset (``RST_STREAM``,
-ENHANCE_YOUR_CALM) before any servicer runs. grpcio's default is
-unlimited: every stream a client opened was a servicer task and its buffers."""
+ENHANCE_YOUR_CALM) before any servicer runs. grpcio's default set
+none: one connection's streams were served by the thousand
+(``loadtest/bench_stream_cap.py``)."""
 MAX_CONNECTIONS = 4096
 """Connections the port holds at once; one past it is closed as it is
 accepted (the client sees UNAVAILABLE and backs off). One a worker process
