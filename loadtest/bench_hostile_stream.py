@@ -20,7 +20,8 @@ so CI keeps the script working; its figures mean nothing.
 
 ``--streams``: instead of the hello, one hostile credential opens that many
 Pull streams (one handler, one slot each), from a client process of its
-own so that this process's CPU is the server's and the victim worker's,
+own (one connection per ``transport.MAX_STREAMS_PER_CONNECTION`` streams:
+past it a connection's calls wait) so that this process's CPU is the server's and the victim worker's,
 each heartbeating every 2 s (``--stream-beat``) and reading what it is
 sent. Printed per count: the streams welcomed and refused (since session
 22 a server takes at most ``max_streams_per_credential`` of one
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -50,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.support.server import running_server  # noqa: E402
 from tests.support.workers import running_worker  # noqa: E402
 from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc  # noqa: E402
+from tickwheel_server import transport  # noqa: E402
 from tickwheel_worker import HandlerRegistry  # noqa: E402
 
 
@@ -97,12 +100,17 @@ async def idle_streams(address: str, credential: str, count: int, beat: float) -
     welcomed = refused = 0
     refusal = ""
     calls = []
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub = worker_pb2_grpc.WorkerServiceStub(channel)
+    per_connection = transport.MAX_STREAMS_PER_CONNECTION  # calls past it would wait on their connection
+    async with contextlib.AsyncExitStack() as channels:
+        stubs = [  # a channel of its own each (its own subchannel pool: its own connection)
+            worker_pb2_grpc.WorkerServiceStub(await channels.enter_async_context(
+                grpc.aio.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])))
+            for _ in range(-(-count // per_connection))
+        ]  # fmt: skip
 
         async def open_one(n: int) -> None:
             nonlocal welcomed, refused, refusal
-            call = stub.Pull(metadata=bearer(credential))
+            call = stubs[n // per_connection].Pull(metadata=bearer(credential))
             await call.write(worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(
                 worker_id=f"idle{n}", handlers=["idle"], slots=1)))
             try:
