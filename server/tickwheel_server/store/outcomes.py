@@ -19,6 +19,10 @@ still reach the timer wheel. A result
 the caller does not vouch for (``held=False``: the stream that sent it does
 not hold the delivery) is never applied, only classified.
 
+A worker's error is stored escaped (:func:`stored_error`), so no reader
+of it (the API, alerts, the console, the CLI) gets a control character
+from a worker; only an applied result's is escaped, once a delivery.
+
 Ending a delivery gives its concurrency-key slots back and wakes the
 next in line (:mod:`.isolation`), in the same transaction. An execution with
 a cancel request ends ``canceled`` instead of being retried or requeued.
