@@ -153,6 +153,13 @@ def _nodes(plan: dict) -> list[dict]:
     return found
 
 
+def _outer_nodes(plan: dict) -> list[dict]:
+    """The plan's nodes above any per-partition subquery (a LATERAL scan's)."""
+    if plan["Node Type"] == "Subquery Scan":
+        return []
+    return [plan] + [n for child in plan.get("Plans", []) for n in _outer_nodes(child)]
+
+
 def _describe(plan: dict, depth: int = 0) -> str:
     label = plan["Node Type"] + (f" using {plan['Index Name']}" if "Index Name" in plan else "")
     label += f" on {plan['Relation Name']}" if "Relation Name" in plan else ""
@@ -204,7 +211,11 @@ async def test_with_jobs_left_out_a_claim_under_a_backlog_still_reads_about_its_
     scans = [n for n in _nodes(plan) if n.get("Relation Name") == "job_cursors"]
     read = sum(n["Actual Rows"] + n.get("Rows Removed by Filter", 0) for n in scans)
     assert read <= 20 * batch, f"the scan read {read} rows for a batch of {batch}:\n{_describe(plan)}"
-    assert not any(n["Node Type"] == "Sort" for n in _nodes(plan)), _describe(plan)
+    # No Sort of the owned partitions' rows together. On PostgreSQL each
+    # partition is its own LIMITed scan (``claim_reads.due_sql``, lateral):
+    # the planner may read a partition of a few rows by bitmap and sort
+    # them under that partition's LIMIT, which bounds it by the partition.
+    assert not any(n["Node Type"] == "Sort" for n in _outer_nodes(plan)), _describe(plan)
 
 
 async def test_a_claim_under_a_backlog_reads_about_its_batch_not_the_whole_backlog(engine) -> None:

@@ -209,10 +209,9 @@ class DispatchStore(SqlStore):
                 return result, 0
             skip_locked = self.caps.skip_locked
             if arrays:
-                parameters = dict(live=live, horizon=horizon_us, batch=batch)
-                if excluded:
-                    parameters["excluded"] = excluded
-                rows = tuples(execute_arrays(conn, DUE_SQL[bool(excluded), skip_locked, read_specs], parameters))
+                parameters = dict(live=live, horizon=horizon_us, batch=batch, **({"excluded": excluded} if excluded else {}))
+                sql = DUE_SQL[bool(excluded), skip_locked, read_specs, self.caps.is_postgres]  # lateral
+                rows = tuples(execute_arrays(conn, sql, parameters))
             else:
                 rows = conn.execute(due_select(live, horizon_us, batch, excluded, skip_locked)).all()
             result.full = len(rows) == batch
