@@ -86,7 +86,7 @@ from ..alerts.catalogue import NewAlert, job_unreadable_key, schedule_uncomputab
 from .alerts import AlertStore
 from .base import SqlStore, execute_arrays, one_of, tuples
 from .claim_reads import (
-    DUE_SQL, REVIEW_COLUMNS, DueRow, claim_cursor, claimable, definitions, dispatchable, due_select,
+    DUE_SQL, REVIEW_COLUMNS, claim_cursor, claimable, definitions, dispatchable, due_rows, due_select,
     following_fires, scheduled_select,
 )  # fmt: skip
 from .claim_handout import DirectHandOut, Fenced, HandOutOffer, kept_in_doubt
@@ -228,7 +228,7 @@ class DispatchStore(SqlStore):
                 writes.nominal_ats, writes.due_ats, writes.handlers, writes.missed_counts
             )
             payloads = writes.payloads
-            rows = list(map(DueRow._make, rows))
+            rows = due_rows(rows)
             parsed, self._read_specs = definitions(conn, arrays, rows, self.definitions, read=read_specs)
             calendars = self.calendars.load_for(conn, rows, parsed)
             for row, spec in zip(rows, parsed):
