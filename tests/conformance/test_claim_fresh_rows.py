@@ -24,7 +24,7 @@ import pytest
 import sqlalchemy as sa
 
 from tickwheel.shared.ids import to_us
-from tickwheel_server.store.claim_reads import due_rows
+from tickwheel_server.store.claim_reads import DUE_SQL, due_rows
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.partitions import raise_epochs_in
 from tickwheel_server.store.tenants import Tenant, TenantStore
@@ -124,17 +124,20 @@ def _run(engine: sa.Engine, statement: str, parameters: dict) -> list:
     return found
 
 
-async def test_each_row_carries_its_own_tenant_s_state_read_once_a_run(engine, clock) -> None:
+@pytest.mark.parametrize("lateral", [True, False], ids=["lateral", "one statement (CockroachDB's)"])
+async def test_each_row_carries_its_own_tenant_s_state_read_once_a_run(engine, clock, lateral) -> None:
     await TenantStore(engine, clock).create(Tenant(name="beta"))
     with engine.begin() as conn:
         conn.exec_driver_sql("UPDATE tenants SET state = 'paused' WHERE name = 'beta'")
     statement, parameters = await _claim_statement(engine, clock)
+    assert statement == DUE_SQL[False, True, "SELECT j.spec" in statement, True]  # what PostgreSQL gets
     # Runs of each tenant, and single rows between them: acme, beta (paused), ghost (no tenant row).
     _store_due(engine, to_us(clock.now()), tenant="(ARRAY['acme', 'beta', 'ghost'])[1 + mod(g / 512, 3)]")
-    found = _run(engine, statement, parameters)
+    found = _run(engine, DUE_SQL[False, True, True, lateral], parameters)
     carried = sum(1 for row in found if row[7] is None)  # read once for the run above
-    assert 0 < carried < BATCH
+    assert 0 < carried < BATCH if lateral else carried == 0
     rows = due_rows(found)
     assert len(rows) == BATCH and {row.tenant for row in rows} == {"acme", "beta", "ghost"}
     states = {"acme": "active", "beta": "paused", "ghost": ""}
     assert [row.tenant_state for row in rows] == [states[row.tenant] for row in rows]
+    assert all(row.spec is not None for row in rows)
