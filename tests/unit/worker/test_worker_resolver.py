@@ -4,6 +4,7 @@ and capped per tenant so one tenant's slow resolver starves no one else."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 from collections.abc import Iterator
@@ -94,6 +95,12 @@ async def test_a_tenant_past_its_lookups_fails_at_once_and_others_run(
     stream = await fake_server.stream(0)
     await stream.assign(make_assignment("e:first", http=hung_target(), deadline_in=0.3))
     assert (await stream.wait_result("e:first")).outcome == OUTCOME.RESULT_OUTCOME_TIMED_OUT
+    # The deadline's abort sends the result and, on the call's thread, counts
+    # the lookup abandoned: the two race, so wait for the count (bounded).
+    for _ in range(int(WAIT / 0.01)):
+        if resolver.abandoned("acme") == 1:
+            break
+        await asyncio.sleep(0.01)
     assert resolver.abandoned("acme") == 1  # still under way
 
     await stream.assign(make_assignment("e:second", http=hung_target("other"), deadline_in=30))
