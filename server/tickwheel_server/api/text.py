@@ -27,7 +27,8 @@ HEADER_VALUE = re.compile(r"^[\x20-\x7e\t]*\Z")
 
 
 def refused_character(value: str) -> tuple[int, str] | None:
-    """The first character free text may not hold, as (index, ``U+XXXX``), or None."""
+    """The first character free text may not hold, as (index, its code point
+    written ``U+`` and four or more hex digits, e.g. ``U+202E``), or None."""
     if value.isascii():
         found = _ASCII_CONTROL.search(value)
         return None if found is None else (found.start(), f"U+{ord(found.group()):04X}")
