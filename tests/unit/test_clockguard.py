@@ -66,3 +66,29 @@ def test_refusal(case, check, elapsed, wall_step, expected) -> None:
 def test_drift_is_how_far_the_wall_clock_moved_beyond_the_monotonic_one() -> None:
     assert clockguard.drift(GOOD, at(10), M0 + 10) == 0
     assert clockguard.drift(GOOD, at(10), M0 + 12) == -2
+
+
+def test_best_keeps_the_conclusive_check_with_the_smallest_round_trip() -> None:
+    slow, fast = ClockCheck(T0, M0, 0.15, 0.15), ClockCheck(at(1), M0 + 1, 0.0, 0.01)
+    assert clockguard.best([slow, None, fast]) is fast
+    assert clockguard.best([fast, ClockCheck(at(2), M0 + 2, 0.3, 0.01)]) is fast  # a tie: the earliest
+    assert clockguard.best([None, None]) is None
+    assert clockguard.best([]) is None
+
+
+@pytest.mark.parametrize(
+    "case, refused, undecided_for, expected",
+    [
+        ("handing out", None, None, False),
+        ("not compared, no comparison made yet", NOT_CHECKED, None, False),
+        ("not compared, inconclusive for 1 s", NOT_CHECKED, 1.0, False),
+        ("not compared, inconclusive for the grace", NOT_CHECKED, 10.0, True),
+        ("stale, inconclusive for 60 s", STALE, 60.0, True),
+        ("stale, no comparison made since", STALE, None, False),
+        ("a skew found: at once", SKEWED, None, True),
+        ("a step: at once", STEPPED, 0.0, True),
+        ("the session in doubt: at once", "session 1 is lost or in doubt (expired)", None, True),
+    ],
+)
+def test_alarming(case, refused, undecided_for, expected) -> None:
+    assert clockguard.alarming(refused, undecided_for, grace=10.0) == expected, case

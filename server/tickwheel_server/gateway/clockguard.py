@@ -25,6 +25,12 @@ against the monotonic clock since the check (the *drift*) and refuses:
   check, which the gateway makes at once.
 
 A refusal is a reason (a short string for logs), None means "hand out".
+
+A refusal for want of a conclusive check (:data:`UNDECIDED`) is not a skew:
+reads that fail or are too slow say nothing about the clocks, and a busy
+server's first read often is. It is worth an alert only once the checks
+stayed inconclusive for a grace (:func:`alarming`); a skew found, or a step,
+is worth one at once. Hand-out stops all the same, from the first instant.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ NOT_CHECKED = "the clocks were not compared yet"
 STALE = "no conclusive clock comparison for too long"
 SKEWED = "this server's clock differs from the database's by more than the tolerance"
 STEPPED = "this server's wall clock was stepped since the clocks were compared"
+UNDECIDED = (NOT_CHECKED, STALE)
+"""The refusals for want of a conclusive check (no skew found)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,14 @@ def judge(
     return ClockCheck(middle, before_mono + half, (middle - db_now).total_seconds(), half)
 
 
+def best(checks: list[ClockCheck | None]) -> ClockCheck | None:
+    """The conclusive check with the smallest round trip (the least
+    uncertainty, as NTP's clock filter keeps the least-delayed sample), or
+    None if none is conclusive. The earliest wins a tie."""
+    conclusive = [check for check in checks if check is not None]
+    return min(conclusive, key=lambda check: check.uncertainty, default=None)
+
+
 def drift(check: ClockCheck, wall: datetime, monotonic: float) -> float:
     """Seconds the wall clock moved beyond the monotonic clock since ``check``
     (positive: stepped forward)."""
@@ -98,3 +114,16 @@ def refusal(
     if not check.within(tolerance, moved):
         return SKEWED
     return None
+
+
+def alarming(refused: str | None, undecided_for: float | None, *, grace: float) -> bool:
+    """Whether a refusal is worth an alert and an error now: one for want of
+    a conclusive check (:data:`UNDECIDED`) only once the checks stayed
+    inconclusive for ``grace`` seconds (``undecided_for``: since the first
+    inconclusive one began; None: none was made since the last conclusive
+    one); any other at once. No refusal is never alarming."""
+    if refused is None:
+        return False
+    if refused not in UNDECIDED:
+        return True
+    return undecided_for is not None and undecided_for >= grace
