@@ -52,8 +52,8 @@ async def record_circuits(breaker: CircuitBreaker, alerts: AlertStore, clock: Cl
 
 class ClockSkewAlert:
     """The ``clock_skew`` alert of one server: raised (again) while its clock
-    disagrees with the database's, or cannot be compared with it; resolved
-    once they agree."""
+    disagrees with the database's, or cannot be compared with it (the fence
+    calls it so only once that lasted its grace); resolved once they agree."""
 
     def __init__(self, alerts: AlertStore, server_id: str) -> None:
         self._alerts = alerts

@@ -63,7 +63,7 @@ from .armed import DEFAULT_AHEAD, ArmedQueue
 from .budget import DEFAULT_BURST, DEFAULT_RATE, UnheldBudget
 from .claimed import ClaimLending
 from .connections import Connections, WorkerConnection
-from .fence import Fence
+from .fence import SKEW_GRACE, Fence
 from .inflight import InFlight, Key
 from .intake import Intake
 from .liveness import Liveness
@@ -93,6 +93,7 @@ class Gateway:
         skew_tolerance: float = 0.25,
         skew_check_interval: float = 60.0,
         skew_max_age: float | None = None,
+        skew_grace: float = SKEW_GRACE,
         on_skew: Callable[[float | None, bool], Awaitable[None]] | None = None,
         heartbeat_timeout: float = 30.0,
         reattach_grace: float = 10.0,
@@ -121,7 +122,8 @@ class Gateway:
         budget = UnheldBudget(clock, rate=unheld_rate, burst=unheld_burst)
         self.fence = Fence(
             clock, owner=owner, session=session, db_clock=db_clock, skew_tolerance=skew_tolerance,
-            skew_check_interval=skew_check_interval, skew_max_age=skew_max_age, on_skew=on_skew,
+            skew_check_interval=skew_check_interval, skew_max_age=skew_max_age, skew_grace=skew_grace,
+            on_skew=on_skew,
         )
         self.intake = Intake(
             store.outcomes, clock, self.inflight, held, budget, wake=wake, on_retry=on_retry, metrics=metrics
