@@ -251,11 +251,40 @@ def test_a_serialization_failure_at_commit_is_retried(one: Engine) -> None:
     assert stored(one) == [("a", 1)] and idle_at_the_engines_level(one)
 
 
-def test_a_connection_lost_at_commit_is_ambiguous_and_replaced(one: Engine, postgres_url: str) -> None:
-    """The server gone between the last statement and COMMIT: the commit's
-    outcome is unknown (AmbiguousCommitError unless idempotent, then
-    retried), the connection is discarded, and the next transaction runs on
-    a new one."""
+def test_a_connection_lost_at_commit_is_ambiguous_and_replaced(one: Engine) -> None:
+    """The server gone while it runs the COMMIT (here a deferred trigger
+    ends its own session, twice): the commit's outcome is unknown
+    (AmbiguousCommitError unless idempotent, then retried), the connection
+    is discarded, and the next transaction runs on a new one."""
+    run_in_transaction(one, lambda c: c.execute(text(
+        "CREATE SEQUENCE lost; "
+        "CREATE FUNCTION lose_twice() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF nextval('lost') <= 2 THEN PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(5); END IF; "
+        "RETURN NULL; END $$; "
+        "CREATE CONSTRAINT TRIGGER at_commit AFTER INSERT ON d DEFERRABLE INITIALLY DEFERRED "
+        "FOR EACH ROW EXECUTE FUNCTION lose_twice()")))  # fmt: skip
+    pids: list[int] = []
+
+    def lost_at_commit(conn: Connection) -> None:
+        pids.append(backend(conn))
+        driver.rowcount(conn, INSERT, dict(k=f"k{len(pids)}", n=1))
+
+    with pytest.raises(AmbiguousCommitError):
+        run_in_transaction(one, lost_at_commit, sleep=lambda _: None)
+    assert stored(one) == [] and run_in_transaction(one, backend) != pids[0], "a new connection"
+    pids.clear()
+    events: list[RetryEvent] = []
+    run_in_transaction(one, lost_at_commit, sleep=lambda _: None, on_retry=events.append, idempotent=True)
+    assert [e.kind for e in events] == [ErrorKind.AMBIGUOUS] and len(pids) == 2 and pids[1] != pids[0]
+    assert stored(one) == [("k2", 1)] and idle_at_the_engines_level(one)
+
+
+def test_a_session_ended_before_commit_is_retried_not_ambiguous(one: Engine, postgres_url: str) -> None:
+    """The server gone between the last statement and COMMIT (its session
+    terminated; the end is on the socket before the COMMIT would be sent):
+    nothing was applied, so the COMMIT is not sent, and the transaction is
+    retried on a new connection as after any lost connection, even when
+    not idempotent (``engine.refuse_ended_session``)."""
     pids: list[int] = []
 
     def lost_before_commit(conn: Connection) -> None:
@@ -266,11 +295,7 @@ def test_a_connection_lost_at_commit_is_ambiguous_and_replaced(one: Engine, post
                                  autocommit=True) as other:  # fmt: skip
                 other.execute("SELECT pg_terminate_backend(%s, 10000)", (pids[0],))
 
-    with pytest.raises(AmbiguousCommitError):
-        run_in_transaction(one, lost_before_commit, sleep=lambda _: None)
-    assert stored(one) == [] and run_in_transaction(one, backend) != pids[0], "a new connection"
-    pids.clear()
     events: list[RetryEvent] = []
-    run_in_transaction(one, lost_before_commit, sleep=lambda _: None, on_retry=events.append, idempotent=True)
-    assert [e.kind for e in events] == [ErrorKind.AMBIGUOUS] and len(pids) == 2 and pids[1] != pids[0]
+    run_in_transaction(one, lost_before_commit, sleep=lambda _: None, on_retry=events.append)
+    assert [e.kind for e in events] == [ErrorKind.CONNECTION] and len(pids) == 2 and pids[1] != pids[0]
     assert stored(one) == [("k2", 1)] and idle_at_the_engines_level(one)

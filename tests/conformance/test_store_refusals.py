@@ -8,7 +8,8 @@ that provokes 55P03 itself and handles it (``handled``) gets it at once.
 A lock not granted ends the retries after two attempts while a table is
 held, after six when only another transaction's row was; the engine's own
 ``lock_timeout`` and ``idle_in_transaction_session_timeout`` bind every
-session it opens (an operator's URL option wins).
+session it opens (an operator's URL option wins), and a transaction whose
+session that limit ended before its COMMIT is retried, not in doubt.
 """
 
 from __future__ import annotations
@@ -363,6 +364,46 @@ def test_a_session_left_idle_in_a_transaction_is_ended_and_its_locks_go(postgres
         with pytest.raises(sa_exc.DBAPIError):  # the transaction is gone with its session
             conn.execute(text("SELECT 1"))
     run_in_transaction(watcher, increment, backoff=QUICK, sleep=no_sleep)  # the lock went with it
+    assert read_counter(watcher) == 1
+
+
+def ended(watcher: Engine, pid: int) -> None:
+    """Wait (at most 30 s) until the database has ended session ``pid``."""
+    deadline = time.monotonic() + 30
+    while True:  # polling another session's state: the database ends it, nothing here signals
+        with watcher.connect() as probe:
+            if not probe.execute(text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"), {"pid": pid}).scalar():
+                return
+        assert time.monotonic() < deadline, "the idle session was not ended"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(("woken_at", "retried_as"), [
+    ("its COMMIT", (ErrorKind.CONNECTION, None)),  # never sent: the session's end is already on the socket
+    ("its next statement", (ErrorKind.REFUSED, "25P03")),  # answered by the ended session's error
+])
+def test_a_transaction_whose_session_ended_idle_is_retried_not_ambiguous(
+    postgres_url: str, make_engine, woken_at: str, retried_as: tuple
+) -> None:
+    """A server frozen in the middle of a transaction (SIGSTOP, a VM stall)
+    wakes with its session ended by the idle limit, and nothing of the
+    transaction applied: it is retried, even when not idempotent, neither
+    reported as a commit in doubt nor as a fatal error, and commits once."""
+    make_counter(make_engine(postgres_url))
+    frozen = make_engine(postgres_url, idle_in_transaction_timeout=0.2)
+    watcher = make_engine(postgres_url)
+    calls, events = [], []
+
+    def write(conn: Connection) -> None:
+        calls.append(1)
+        increment(conn)
+        if len(calls) == 1:  # frozen until its session is gone
+            ended(watcher, conn.exec_driver_sql("SELECT pg_backend_pid()").scalar())
+            if woken_at == "its next statement":
+                increment(conn)
+
+    run_in_transaction(frozen, write, backoff=QUICK, sleep=no_sleep, on_retry=events.append)
+    assert [(e.kind, e.sqlstate) for e in events] == [retried_as] and len(calls) == 2
     assert read_counter(watcher) == 1
 
 

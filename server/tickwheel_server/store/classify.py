@@ -29,7 +29,10 @@ class ErrorKind(enum.Enum):
     """The server answered with an error of the moment: it refuses writes
     (25006, a replica or ``default_transaction_read_only``), a statement
     was cancelled (57014, ``statement_timeout`` or an operator's cancel), a
-    lock was not granted in time (55P03, ``lock_timeout``). The transaction
+    lock was not granted in time (55P03, ``lock_timeout``), the session was
+    ended while it sat idle in the transaction (25P03,
+    ``idle_in_transaction_session_timeout``: a server frozen in the middle
+    of it, woken; the session is gone, so its connection is discarded). The transaction
     was rolled back, even when the error answered its COMMIT: nothing was
     applied; retry after a backoff, and past the attempts the store is
     unavailable."""
@@ -48,8 +51,10 @@ CONNECTION_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "53300"})
 """admin/crash shutdown, cannot connect now, too many connections (and all of class 08)."""
 READ_ONLY = "25006"
 LOCK_NOT_AVAILABLE = "55P03"
-REFUSED_SQLSTATES = frozenset({READ_ONLY, "57014", LOCK_NOT_AVAILABLE})
-"""read_only_sql_transaction, query_canceled, lock_not_available."""
+IDLE_SESSION_ENDED = "25P03"
+REFUSED_SQLSTATES = frozenset({READ_ONLY, "57014", LOCK_NOT_AVAILABLE, IDLE_SESSION_ENDED})
+"""read_only_sql_transaction, query_canceled, lock_not_available,
+idle_in_transaction_session_timeout."""
 _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 
 
@@ -111,6 +116,7 @@ _WHY = {
     "25006": "refusing writes (read-only)",
     "57014": "cancelling statements (statement timeout)",
     "55P03": "refusing locks (lock timeout)",
+    "25P03": "ending idle transactions (idle in transaction timeout)",
     "53300": "refusing connections (too many connections)",
     "57P03": "refusing connections (cannot connect now)",
 }

@@ -35,6 +35,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from psycopg import pq as psycopg_pq
+from psycopg.pq import TransactionStatus
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
@@ -288,6 +289,23 @@ def closed_by_server(connection: Any, *, used: bool) -> bool:
     poller = select.poll()
     poller.register(pgconn.socket, select.POLLIN)
     return bool(poller.poll(0))
+
+
+def refuse_ended_session(conn: Connection) -> None:
+    """Before a COMMIT is sent in ``conn``'s open transaction (psycopg):
+    if the server already sent something unasked (:func:`closed_by_server`, no
+    round trip), its session ended while the transaction sat idle (past
+    its ``idle_in_transaction_session_timeout``: a server frozen in the
+    middle of it, woken), and nothing of it was applied. Then the connection
+    is invalidated and a plain connection error raised, retried, rather than
+    a COMMIT sent into the closed session and its failure taken for a commit
+    in doubt (:class:`~.errors.AmbiguousCommitError`)."""
+    if conn.dialect.driver != "psycopg" or conn.invalidated:
+        return
+    dbapi = conn.connection.dbapi_connection
+    if dbapi.info.transaction_status == TransactionStatus.INTRANS and closed_by_server(dbapi, used=True):
+        conn.invalidate()
+        raise sa_exc.DisconnectionError("the server ended the transaction's session before its COMMIT was sent")
 
 
 def _create_sqlite_engine(

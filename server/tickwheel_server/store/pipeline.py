@@ -32,12 +32,12 @@ connection invalidated and retried) — except that a lost connection in a
 round trip that carried the COMMIT may have committed:
 :class:`~.errors.AmbiguousCommitError`, as for the runner's own COMMIT.
 Unless the server had already ended the session before that round trip
-(:func:`~.engine.closed_by_server`: it sent something unasked while the
-transaction sat idle, such as the end of a session past its
-``idle_in_transaction_session_timeout``): then nothing is sent, the
-connection is invalidated, and the error is a plain, retried connection
-error (a claim frozen mid-way, woken after its session was ended:
-:mod:`.partitions`, "A frozen holder").
+(:func:`.engine.refuse_ended_session`, as before any transaction's
+COMMIT: it sent something unasked while the transaction sat idle, such as
+the end of a session past its ``idle_in_transaction_session_timeout``):
+then nothing is sent, the connection is invalidated, and the error is a
+plain, retried connection error (a claim frozen mid-way, woken after its
+session was ended: :mod:`.partitions`, "A frozen holder").
 """
 
 from __future__ import annotations
@@ -47,10 +47,9 @@ from typing import Any
 
 import psycopg
 from psycopg.pq import TransactionStatus
-from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 
-from .engine import closed_by_server
+from .engine import refuse_ended_session
 from .errors import AmbiguousCommitError
 from .transactions import ErrorKind, classify_error
 
@@ -80,10 +79,9 @@ def send(
     whose BEGIN is not yet sent, the BEGIN goes first in the same trip.
     ``local``: session settings (name -> value) set for the rest of the
     transaction (``SET LOCAL``, never prepared), before ``statements``."""
+    if commit:
+        refuse_ended_session(conn)  # the session ended while idle in this transaction: nothing of it was applied
     dbapi = conn.connection.dbapi_connection
-    if commit and dbapi.info.transaction_status == TransactionStatus.INTRANS and closed_by_server(dbapi, used=True):
-        conn.invalidate()  # the session ended while idle in this transaction: nothing of it was applied
-        raise sa_exc.DisconnectionError("the server ended the transaction's session before its COMMIT was sent")
     cursors: list[Any] = []
     statement, parameters = statements[0] if statements else ("COMMIT", {})
     try:

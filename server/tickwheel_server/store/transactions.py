@@ -34,6 +34,7 @@ from tickwheel.shared.clock import Clock, SystemClock
 
 from .begin_guard import BEGINS_ITSELF, guard
 from .classify import LOCK_NOT_AVAILABLE, READ_ONLY, ErrorKind, classify_error, sqlstate_of, unavailable_reason
+from .engine import refuse_ended_session
 from .errors import (
     AmbiguousCommitError,
     StoreConfigError,
@@ -210,6 +211,7 @@ class _Attempt:
         transaction = conn.begin()
         try:
             result = self._fn(conn)
+            refuse_ended_session(conn)  # ended while idle (a frozen server, woken): retried, not in doubt
         except BaseException as error:
             try:
                 transaction.rollback()
