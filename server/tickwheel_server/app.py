@@ -256,7 +256,7 @@ class TickwheelServer:
         zones.pin_tzdata()
         self.engine = create_store_engine(
             config.store, lock_timeout=config.store_lock_timeout,
-            idle_in_transaction_timeout=config.store_idle_in_transaction_timeout,
+            idle_in_transaction_timeout=config.store_idle_limit,  # a frozen server's locks: one session at most
         )
         caps = capabilities(self.engine)
         store_at = self.engine.url.render_as_string(hide_password=True)
@@ -295,10 +295,9 @@ class TickwheelServer:
             dispatch=DispatchStore(
                 self.engine, self.clock, trace_occurrence=self.tracing.dispatch_span if self.tracing.enabled else None,
                 alerts=alerts, server_id=self.server_id, definitions=definitions,
-                # A claim frozen mid-way holds its partitions' rows no longer than its session (store.partitions).
-                claim_idle_timeout=min(
-                    config.session_ttl, config.store_idle_in_transaction_timeout or config.session_ttl
-                ),
+                # A claim frozen mid-way holds its partitions' rows no longer than its session (store.partitions),
+                # even where the store URL's options set a longer limit for the server's sessions.
+                claim_idle_timeout=config.store_idle_limit,
             ),
             queue=ExecutionQueue(
                 self.engine, self.clock, on_dead_letter=raise_dead_letter_alert,

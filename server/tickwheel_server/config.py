@@ -184,10 +184,9 @@ class ServerConfig:
     """Seconds a store session of this server may sit idle inside a
     transaction before the database ends it and releases its locks
     (``idle_in_transaction_session_timeout``): a server stalled halfway
-    through a transaction holds no lock longer; 0 leaves it to the
-    database. At most 86400. The dispatcher's claim, whose locks a
-    takeover waits for, is held to the lower of this and ``session_ttl``
-    (0 here: ``session_ttl``; docs/architecture.md, Dispatch, "Ownership")."""
+    through a transaction holds no lock longer. At most 86400. Never more
+    than ``session_ttl`` in force (:attr:`store_idle_limit`; 0 here:
+    ``session_ttl``)."""
     claim_batch: int = 1000
     """Jobs one claim takes at most (docs/architecture.md, "Claims side by
     side", "A claim's batch"); 100 to 5000. A claim's round trips and fixed work are
@@ -203,6 +202,19 @@ class ServerConfig:
     max_slots_per_credential: int = DEFAULT_MAX_SLOTS_PER_CREDENTIAL
     """The slots one credential's streams state, summed, on this server (its
     credit there never exceeds them). 1 to 10 000 000."""
+
+    @property
+    def store_idle_limit(self) -> float:
+        """Seconds the server's store sessions may sit idle inside a
+        transaction: ``store_idle_in_transaction_timeout``, or ``session_ttl``
+        where that is lower (or the setting 0). Every transaction holding row
+        locks that another server waits for (a claim's partitions, the runs a
+        result batch, hand-out or requeue locked) is then released by the
+        database about when the cluster counts a frozen server dead (its etcd
+        session expired), not later; and no transaction of a live server
+        waits between its statements anywhere near that long
+        (docs/architecture.md, "Data", the idle limit)."""
+        return min(self.session_ttl, self.store_idle_in_transaction_timeout or self.session_ttl)
 
     @property
     def stream_caps(self) -> StreamCaps:

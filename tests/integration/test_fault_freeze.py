@@ -59,11 +59,11 @@ handed out to be requeued. A server frozen inside a transaction keeps its
 locks until PostgreSQL ends the frozen session: a claim's shared locks on
 its partitions' rows (store/partitions.py, check_epochs), for which the
 successor's epoch raise waits, after one session TTL idle (the claim's own
-limit: "A frozen holder" there; test_frozen_claim.py); a hand-out's row
-locks, which the requeue waits for, after the servers'
-``store_idle_in_transaction_timeout`` (60 s by default). It happens only
-when the freeze lands between a transaction's statements; not what this
-test is about."""
+limit: "A frozen holder" there; test_frozen_claim.py); a hand-out's or
+result batch's row locks, which the requeue waits for, after the same
+session TTL, the server's idle limit (test_frozen_locks.py). It happens
+only when the freeze lands between a transaction's statements; not what
+this test is about."""
 
 
 class PatientWorker:

@@ -43,3 +43,17 @@ def test_out_of_bounds_is_refused_naming_the_setting(argv, message) -> None:
 def test_a_value_that_is_no_number_is_refused() -> None:
     with pytest.raises(ConfigError, match="store_lock_timeout: 'soon' is not a number"):
         load_server_config(server_args(), {**ENV, "TICKWHEEL_STORE_LOCK_TIMEOUT": "soon"})
+
+
+@pytest.mark.parametrize(
+    ("argv", "limit"),
+    [
+        ((), 10.0),  # 60 s configured, the session TTL lower: a frozen server's locks last one session
+        (("--store-idle-in-transaction-timeout", "600"), 10.0),
+        (("--store-idle-in-transaction-timeout", "0"), 10.0),  # not left to the database: the TTL
+        (("--store-idle-in-transaction-timeout", "2.5"), 2.5),  # lower than the TTL: as set
+        (("--store-idle-in-transaction-timeout", "600", "--session-ttl", "30"), 30.0),
+    ],
+)
+def test_the_idle_limit_in_force_is_never_past_the_session_ttl(argv, limit) -> None:
+    assert load_server_config(server_args(*argv), ENV).store_idle_limit == limit

@@ -56,8 +56,9 @@ the session TTL (``DispatchStore(claim_idle_timeout=…)``; ``SET LOCAL``,
 which PostgreSQL and CockroachDB both take): by the time the frozen server's
 etcd session has expired and a successor raises, the database has ended the
 claim's session (or soon will), its work rolled back and its locks
-released, instead of after the engine-wide
-``store_idle_in_transaction_timeout``. The frozen server, once it wakes,
+released, whatever longer limit the server's sessions start with (the
+server's engine has at most the session TTL too, unless the store URL's
+options set another: ``ServerConfig.store_idle_limit``). The frozen server, once it wakes,
 finds its connection gone, retries on a new one and meets the successor's
 epoch.
 
