@@ -272,7 +272,7 @@ class ServerConfig:
                               "and 600 seconds")
         if not 0 <= self.store_idle_in_transaction_timeout <= 86400:
             raise ConfigError("store_idle_in_transaction_timeout (--store-idle-in-transaction-timeout): must be "
-                              "between 0 (the database's) and 86400 seconds")
+                              "between 0 (the session TTL) and 86400 seconds")
         if not 0 <= self.arm_ahead <= 30:
             raise ConfigError("arm_ahead (--arm-ahead): must be between 0 and 30 seconds")
         if not self.retention_days * 24 >= 1:
@@ -499,7 +499,8 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store-idle-in-transaction-timeout", type=float, metavar="SECONDS",
         help="how long a store session may sit idle in a transaction before the database ends it "
-             "(default 60, 0 the database's; or TICKWHEEL_STORE_IDLE_IN_TRANSACTION_TIMEOUT)",
+             "(default 60; never more than --session-ttl in force, 0 that; "
+             "or TICKWHEEL_STORE_IDLE_IN_TRANSACTION_TIMEOUT)",
     )
     parser.add_argument(
         "--arm-ahead", type=float, metavar="SECONDS",
