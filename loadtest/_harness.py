@@ -660,6 +660,64 @@ def written_table(query: str) -> str | None:
     return found.group(1).lower() if found else None
 
 
+PHASES = (
+    ("transaction", r"^(?:BEGIN|COMMIT|ROLLBACK|SET LOCAL)\b"),
+    ("claim", r"FROM job_cursors|^UPDATE job_cursors |^SELECT partition, epoch FROM partitions "
+              r"|^INSERT INTO executions \(id, job_id, tenant, partition, origin, |^SELECT id, version, spec FROM jobs "
+              r"|^(?:UPDATE|INSERT INTO) skips |^SELECT e\.job_id FROM executions AS e WHERE e\.job_id = ANY "
+              r"|^SELECT t\.name, t\.weight, t\.max_concurrency, t\.state FROM tenants AS t "),
+    ("start", r"^UPDATE executions AS e SET status = \S+, handed_out_at = "),
+    ("hand_out", r"^UPDATE executions SET status = \S+, owner = |^SELECT t\.name, t\.weight, t\.max_concurrency, \(SELECT "
+                 r"| AS q \(tenant, n\) CROSS JOIN LATERAL |^SELECT e\.id, e\.job_id, e\.tenant, e\.partition, e\.origin, "
+                 r"|^SELECT e\.id, e\.job_id, e\.tenant, e\.status, e\.origin, |^SELECT a\.id, a\.job_id, a\.tenant, a\.status, "),
+    ("outcome", r"^UPDATE executions SET status = \S+, (?:error|attempt) = "
+                r"|^SELECT e\.id, e\.job_id, e\.tenant, e\.partition, e\.status, e\.delivery, "
+                r"|^INSERT INTO attempts |^SELECT j\.id, j\.spec, j\.version FROM jobs "
+                r"|^SELECT w\.job_id FROM executions AS w WHERE w\.job_id = ANY "),
+)
+"""The phases of an execution's life by the shapes of the statements that
+serve them, as ``pg_stat_statements`` prints them (constants as ``$n``):
+the dispatcher's claim (the epochs' check, the due cursors, the
+definitions, the executions' insert, handed out or not, the cursors'
+advance, skip ranges, the offer's tenants and overlap probe), the
+gateway's hand-out (its tenants, its take, the rows taken, the overlap
+policies' reads, an arming) and a start of armed rows, the results' outcome (the
+rows locked, the update, attempt rows, the job's next in line woken); the
+transaction control of all of them apart. A manual run's insert of its
+execution has the claim's shape and counts there. The first that matches."""
+_PHASES = tuple((name, re.compile(pattern)) for name, pattern in PHASES)
+
+
+def phase_of(query: str) -> str:
+    """The phase (:data:`PHASES`) a statement serves, ``other`` for none."""
+    text = " ".join(query.split())
+    for name, pattern in _PHASES:
+        if pattern.search(text):
+            return name
+    return "other"
+
+
+_WAL_STATS = "SELECT wal_records, wal_fpi, wal_bytes FROM pg_stat_wal"
+
+
+def wal_stats(pg: psycopg.Connection, settle: float = 5.0) -> tuple[int, int, int] | None:
+    """The cluster's WAL records, full-page images and bytes so far
+    (``pg_stat_wal``, PostgreSQL 14 and later; None before), once two
+    readings 0.5 s apart agree: backends report theirs when idle, not at
+    once (as :func:`table_writes`)."""
+    deadline = time.monotonic() + settle
+    last = None
+    while True:
+        try:
+            now = tuple(int(v) for v in pg.execute(f"{OWN_QUERY} {_WAL_STATS}").fetchone())
+        except psycopg.errors.UndefinedTable:
+            return None
+        if now == last or time.monotonic() > deadline:
+            return now
+        last = now
+        time.sleep(0.5)  # waiting for other backends to report; nothing to await
+
+
 def sessions(pg: psycopg.Connection) -> int:
     """Sessions established so far to ``pg``'s database (``pg_stat_database``)."""
     return int(pg.execute(
@@ -680,6 +738,7 @@ class Statements:
         self.url = url
         self.available = False
         self._wal_at = "0/0"
+        self._wal_stats_at: tuple[int, int, int] | None = None
         self._sessions_at = 0
         try:
             with observe(url) as pg:
@@ -694,13 +753,16 @@ class Statements:
             with observe(self.url) as pg:
                 pg.execute("SELECT pg_stat_statements_reset()")
                 self._wal_at = pg.execute(OWN_QUERY + " SELECT pg_current_wal_lsn()").fetchone()[0]
+                self._wal_stats_at = wal_stats(pg, settle=0)
                 self._sessions_at = sessions(pg)
 
     def report(self, executions: int, top: int = 12) -> dict | None:
         """Since the last reset, in this database: calls per execution, commits,
         rollbacks, and the ``top`` statement shapes by time (``TICKWHEEL_STATEMENTS_TOP``
         replaces it), each with the WAL it wrote and the shared buffer blocks
-        it read (hit or not) per execution."""
+        it read (hit or not) per execution; the same summed by phase of an
+        execution's life (:func:`phase_of`), and the cluster's WAL records
+        and full-page images (``pg_stat_wal``)."""
         top = int(os.environ.get("TICKWHEEL_STATEMENTS_TOP", top))
         if not self.available:
             return None
@@ -715,8 +777,17 @@ class Statements:
             wal = pg.execute(OWN_QUERY + " SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)",
                              (self._wal_at,)).fetchone()[0]
             opened = sessions(pg) - self._sessions_at
+            wal_now = wal_stats(pg) if self._wal_stats_at is not None else None
         by_keyword: dict[str, int] = {}
         written: dict[str, int] = {}
+        phases: dict[str, list] = {}
+        for query, calls, nrows, total, written_wal, blocks in rows:
+            phase = phases.setdefault(phase_of(query), [0, 0, 0.0, 0.0, 0])
+            phase[0] += calls
+            phase[1] += nrows if written_table(query) is not None else 0
+            phase[2] += total
+            phase[3] += float(written_wal)
+            phase[4] += blocks
         for query, calls, nrows, _, _, _ in rows:
             keyword = query.split(None, 1)[0].upper() if query.strip() else "?"
             by_keyword[keyword] = by_keyword.get(keyword, 0) + calls
@@ -733,6 +804,22 @@ class Statements:
             # The whole cluster's WAL since the reset (autovacuum included).
             "wal_bytes": int(wal),
             "wal_bytes_per_execution": round(float(wal) / per, 1),
+            # The same WAL by kind (``pg_stat_wal``): records and full-page images (a page's first
+            # change after a checkpoint writes the whole page).
+            "wal": None if wal_now is None else {
+                "records_per_execution": round((wal_now[0] - self._wal_stats_at[0]) / per, 2),
+                "full_page_images_per_execution": round((wal_now[1] - self._wal_stats_at[1]) / per, 3),
+                "bytes_per_execution": round((wal_now[2] - self._wal_stats_at[2]) / per, 1),
+            },
+            # Per phase of an execution's life (:data:`PHASES`): what its statements cost.
+            "phases": {
+                name: {"statements_per_execution": round(calls / per, 4),
+                       "rows_written_per_execution": round(nrows / per, 3),
+                       "blocks_per_execution": round(blocks / per, 2),
+                       "wal_bytes_per_execution": round(written_wal / per, 1),
+                       "exec_ms_per_execution": round(total / per, 4)}
+                for name, (calls, nrows, total, written_wal, blocks) in sorted(phases.items())
+            },
             "rows_written_by_table": {
                 table: {"rows": count, "per_execution": round(count / per, 3)}
                 for table, count in sorted(written.items(), key=lambda kv: -kv[1])

@@ -70,7 +70,9 @@ and etcd are started (``tests/support``) and deleted afterwards.
   per execution, commits, rollbacks, the costliest shapes) and
   ``errors_logged`` the ERROR lines it logged (serialization failures the
   store retried), ``lock_waits`` its lock waits (as ``bench_burst.py``'s);
-  ``tables``, for ``executions`` and ``jobs``, the updates
+  ``sql.phases`` the same summed by phase of an execution's life (claim,
+  hand-out, start, outcome: ``_harness.phase_of``), ``sql.wal`` the WAL's
+  records and full-page images (``pg_stat_wal``); ``tables``, for ``executions`` and ``jobs``, the updates
   per execution, how many of them were HOT (no index entry written), and
   the bytes their heap and their indexes grew by per execution. ``jit``
   beside it: what PostgreSQL spent compiling statements with JIT, per
