@@ -63,6 +63,7 @@ from ..alerts.catalogue import (
     NOTIFY_STEPS, AlertPage, AlertRecord, NewAlert, Owed, checked_kinds, circuit_open_alert, circuit_open_key,
 )  # fmt: skip
 from .base import SqlStore, one_of
+from .peertext import escaped_text
 from .tables import alert_feed, alerts
 
 if TYPE_CHECKING:
@@ -98,8 +99,8 @@ def alert_from_row(row) -> AlertRecord:
         job_id=row.job_id,
         execution_id=row.execution_id,
         server_id=row.server_id,
-        summary=row.summary,
-        details=json.loads(row.details),
+        summary=escaped_text(row.summary),
+        details={escaped_text(k): escaped_text(v) for k, v in json.loads(row.details).items()},
         raised_at=from_us(row.raised_at),
         last_seen_at=from_us(row.last_seen_at),
         count=row.count,
@@ -109,7 +110,10 @@ def alert_from_row(row) -> AlertRecord:
 
 
 def _details_text(details: Mapping[str, str]) -> str:
-    return json.dumps({str(k): str(v)[:MAX_DETAIL] for k, v in details.items()}, sort_keys=True, separators=(",", ":"))
+    return json.dumps(
+        {escaped_text(str(k)): escaped_text(str(v))[:MAX_DETAIL] for k, v in details.items()},
+        sort_keys=True, separators=(",", ":"),
+    )
 
 
 def _merged(batch: Sequence[NewAlert]) -> list[tuple[NewAlert, int]]:
@@ -177,7 +181,8 @@ class AlertStore(SqlStore):
                     id="alr_" + ulid(now or self.clock.now()), dedup_key=alert.key, kind=alert.kind,
                     severity=alert.severity, tenant=alert.tenant, job_id=alert.job_id,
                     execution_id=alert.execution_id, server_id=alert.server_id,
-                    summary=" ".join(alert.summary.split())[:MAX_SUMMARY], details=_details_text(alert.details),
+                    summary=escaped_text(" ".join(alert.summary.split()))[:MAX_SUMMARY],
+                    details=_details_text(alert.details),
                     raised_at=now_us, last_seen_at=now_us, count=times, resolved_at=None, changed_at=now_us,
                     seq=None, notified="",
                 )

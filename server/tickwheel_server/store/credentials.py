@@ -16,6 +16,7 @@ from tickwheel.shared.ids import from_us, to_us
 from ..auth import tokens
 from ..errors import NotFound
 from .base import SqlStore, one_of
+from .peertext import escaped_text
 from .tables import tenants, worker_credentials
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -55,7 +56,7 @@ def _from_row(row) -> WorkerCredential:
         tenants=tuple(json.loads(row.tenants)),
         handlers=tuple(json.loads(row.handlers)),
         http=bool(row.http),
-        description=row.description,
+        description=escaped_text(row.description),
         created_at=from_us(row.created_at),
     )
 

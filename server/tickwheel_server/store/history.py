@@ -31,6 +31,7 @@ from .arming import as_scheduled, disarm_ids
 from .base import SqlStore, one_of
 from .engine import Capabilities, capabilities
 from .isolation import after_not_started_canceled, request_cancel
+from .peertext import escaped_text, readable_error
 from .tables import attempts, executions, jobs, skips
 from .timeline import NOT_STARTED, TERMINAL, in_group, is_ahead, newest, scans
 
@@ -141,7 +142,7 @@ def attempt_from_row(row) -> AttemptRecord:
         finished_at=_opt(row.finished_at),
         lateness=timedelta(microseconds=max(0, row.lateness_us)),
         worker_id=row.worker_id,
-        error=row.error,
+        error=readable_error(row.error),
         output=bytes(getattr(row, "output", None) or b""),
     )
 
@@ -175,8 +176,8 @@ def execution_from_row(row, attempt_records: Iterable[AttemptRecord] = (), *, no
         missed_count=row.missed_count,
         reap_count=row.reap_count,
         payload=bytes(row.payload),
-        error=row.error,
-        dead_reason=row.dead_reason,
+        error=readable_error(row.error),
+        dead_reason=escaped_text(row.dead_reason),
         created_at=from_us(row.created_at),
         finished_at=_opt(row.finished_at),
         attempts=tuple(attempt_records),

@@ -23,6 +23,7 @@ from tickwheel.shared.ids import from_us, to_us
 
 from ..errors import NotFound
 from .base import tuples
+from .peertext import escaped_text
 from .tables import job_cursors, jobs
 
 JOB_STATES = ("active", "paused", "completed")
@@ -165,7 +166,7 @@ def job_record(row) -> JobRecord:
         next_due_at=_opt(row.next_due_at),
         run_count=row.run_count,
         tzdata_version=row.tzdata_version,
-        pause_reason=row.pause_reason,
+        pause_reason=escaped_text(row.pause_reason),
         version=row.version,
         created_at=from_us(row.created_at),
         updated_at=from_us(row.updated_at),

@@ -43,7 +43,6 @@ from sqlalchemy.engine import Connection
 from tickwheel.v1 import worker_pb2
 
 from tickwheel.shared.ids import to_us
-from tickwheel.shared.quoted import quoted
 
 from ..jobspec import NO_DEFINITION, DefinitionCache
 from ..circuits import CircuitBreaker
@@ -56,6 +55,7 @@ from .executions import (
 )
 from . import manualslots
 from .isolation import release_slots, wake_jobs
+from .peertext import stored_error
 from .plain_successes import RECORD_SUCCESSES, PlainSuccesses, on_row, plain_success
 from .tables import attempts, executions, jobs
 from .timeline import DELETED_REASON
@@ -454,15 +454,6 @@ class OutcomeStore(SqlStore):
 
 
 _SUCCEEDED = worker_pb2.RESULT_OUTCOME_SUCCEEDED
-ERROR_KEPT_CHARS = 4096
-
-
-def stored_error(error: str) -> str:
-    """A worker's error as it is stored, and from there read by every API,
-    alert and console: each character that is not printable (ESC, CR, LF,
-    C1, bidi overrides) escaped as Python writes it (``\\x1b``, ``\\n``,
-    ``\\u202e``), at most :data:`ERROR_KEPT_CHARS` characters, ``…`` where cut."""
-    return quoted(error, ERROR_KEPT_CHARS)
 
 
 def wrong_attempt(attempt: int, said: int) -> str:

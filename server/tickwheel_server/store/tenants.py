@@ -14,6 +14,7 @@ from ..auth import tokens
 from ..errors import AlreadyExists, NotFound, VersionConflict
 from . import quota
 from .base import SqlStore
+from .peertext import escaped_text
 from .tables import api_keys, tenants
 
 DEFAULT_MAX_JOBS = 100_000
@@ -76,7 +77,7 @@ def _tenant_from_row(row) -> Tenant:
         requests_per_second=row.requests_per_second,
         max_pending_manual_runs=row.max_pending_manual_runs,
         state=row.state,
-        pause_reason=row.pause_reason,
+        pause_reason=escaped_text(row.pause_reason),
         created_at=from_us(row.created_at),
         updated_at=from_us(row.updated_at),
         version=row.version,
@@ -87,7 +88,7 @@ def _key_from_row(row) -> ApiKey:
     return ApiKey(
         id=row.id,
         tenant=row.tenant,
-        description=row.description,
+        description=escaped_text(row.description),
         created_at=from_us(row.created_at),
         expires_at=None if row.expires_at is None else from_us(row.expires_at),
     )
