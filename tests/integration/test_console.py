@@ -70,7 +70,7 @@ class Handlers:
         return b"ok"
 
     async def broken(self, ctx) -> bytes:
-        raise PermanentError("card declined")
+        raise PermanentError("card declined\nby the bank")  # two lines, stored as one (escaped)
 
     async def hold(self, ctx) -> bytes:
         await self.release.wait()
@@ -358,7 +358,7 @@ def check_tenant_views(driver, url: str, key: str, scene: Scene, tmp_path: Path)
     [letter] = rows_of(driver, "#dead-letters tr.dead-letter", 1)
     assert letter.get_attribute("data-execution-id") == scene.dead_letter_id
     assert cells(letter)[1] == scene.broken_id
-    assert cells(letter)[4:] == ["failed permanently", "card declined", "1"]
+    assert cells(letter)[4:] == ["failed permanently", "card declined\nby the bank", "1"], "a line break shown as one"
 
     # A tenant key does not open the cluster view.
     driver.get(f"{url}#/cluster")
@@ -516,7 +516,7 @@ async def test_the_api_is_scoped_and_authenticated_like_the_grpc_api(cluster) ->
     assert headers["cache-control"] == "no-store" and headers["content-security-policy"] == CONTENT_SECURITY_POLICY
     [listed] = json.loads(body)["jobs"]
     assert (listed["id"], listed["name"], listed["lastRun"]["status"]) == (job_id, "acme-private", "EXECUTION_STATUS_DEAD")
-    assert listed["lastRun"]["error"] == "card declined"
+    assert listed["lastRun"]["error"] == "card declined\\nby the bank", "stored and answered escaped, one line"
 
     # Another tenant's job is "not found", exactly as a job that does not exist.
     missing = "job_" + "0" * 26

@@ -364,17 +364,22 @@ def _print_job(ctx: Context, job: Any) -> None:
         ("runs", str(job.run_count) + (f" of {job.max_runs}" if job.max_runs else "")),
         ("version", str(job.version)),
     ]
+    error: list[str] = []
     if job.HasField("last_run"):
         last = job.last_run
         text = f"{last.execution_id} {_status(last.status)} at {fmt.fmt_ts(last, 'finished_at')}"
         if last.error:
-            text += f": {fmt.one_line(last.error)}"
+            first, *error = fmt.error_lines(last.error)
+            text += f": {first}"
         rows.append(("last run", text))
     if job.labels:
         rows.append(("labels", ", ".join(f"{k}={v}" for k, v in sorted(job.labels.items()))))
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
-        ctx.out(f"{key + ':':<{width + 1}} {value}")
+        ctx.out(f"{key + ':':<{width + 1}} {fmt.printable(value)}")
+        if key == "last run":  # the error's further lines, indented under it
+            for line in error:
+                ctx.out(f"{'':<{width + 2}}{line}")
 
 
 def get(ctx: Context, a: argparse.Namespace) -> int:

@@ -10,7 +10,10 @@ from typing import Any, TextIO
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-__all__ = ["enum_name", "fmt_duration", "fmt_schedule", "fmt_target", "fmt_ts", "print_json", "printable", "table"]
+__all__ = [
+    "enum_name", "error_lines", "fmt_duration", "fmt_schedule", "fmt_target", "fmt_ts", "print_json", "printable",
+    "table",
+]
 
 
 def print_json(message: Message, out: TextIO) -> None:
@@ -101,6 +104,19 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() or c in _JOINERS else ascii(c)[1:-1] for c in text)
+
+
+def error_lines(text: str) -> list[str]:
+    """A stored error as the lines a detail view shows: what is not
+    printable escaped first (:func:`printable`: a row stored raw), then
+    each escaped line break (``\\n``, ``\\r\\n``) shown as one, so a
+    handler's traceback reads as it was written. Only LF is ever printed,
+    by the caller, between lines it indents: no ESC, CR or bidi override
+    reaches the terminal, and no line of a worker's text starts at column
+    0 where it could pass for the CLI's own. A backslash the worker wrote
+    before an ``n`` (``C:\\new``) is shown as a break too: the stored
+    form cannot tell the two apart (store/peertext.py)."""
+    return printable(text).replace("\\r\\n", "\\n").split("\\n")
 
 
 def one_line(text: str, limit: int = 80) -> str:

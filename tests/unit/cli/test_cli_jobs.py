@@ -392,6 +392,32 @@ def test_a_targets_error_text_never_drives_the_readers_terminal(cli, fake, tenan
         assert "HTTP 500 \\x1b]0;owned" in result.out, argv
 
 
+def test_job_get_shows_a_multi_line_error_as_indented_lines_and_nothing_raw(cli, fake, tenant) -> None:
+    """A handler's traceback is stored escaped (``\\n``): ``job get`` shows
+    each escaped line break as one, the lines after the first indented under
+    the value, so none passes for a line of the CLI's own; a raw row (stored
+    by an older release) shows its LF as a break too and every other control
+    escaped; a name or pause reason stored raw is escaped."""
+    traceback = 'Traceback (most recent call last):\\n  File "h.py", line 3\\r\\nValueError: bad \\x1b[2J'
+    raw = "first\n\x1b]0;owned\x07last run: forged\r\u202e"
+    for error, lines in ((traceback, ['Traceback (most recent call last):', '  File "h.py", line 3',
+                                      "ValueError: bad \\x1b[2J"]),
+                         (raw, ["first", "\\x1b]0;owned\\x07last run: forged\\r\\u202e"])):
+        job = _stored(last_run=job_pb2.LastRun(execution_id="job_a:x", status=job_pb2.EXECUTION_STATUS_DEAD,
+                                                error=error), pause_reason="p\u202e")  # fmt: skip
+        job.name = "n\x1b[8m"
+        fake.reply("GetJob", scheduler_pb2.GetJobResponse(job=job))
+        result = cli(*tenant, "job", "get", "job_a")
+        assert result.code == 0, result.err
+        assert not [c for c in result.out if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0 or c == "\u202e"]
+        out = result.out.splitlines()
+        [at] = [i for i, line in enumerate(out) if line.startswith("last run:")]
+        assert out[at].endswith(": " + lines[0])
+        indent = out[at].index("job_a:x")
+        assert out[at + 1 : at + len(lines)] == [" " * indent + line for line in lines[1:]], result.out
+        assert "n\\x1b[8m" in result.out and not any(line.startswith("last run: forged") for line in out)
+
+
 def test_printable_escapes_controls_and_keeps_what_names_may_hold() -> None:
     from tickwheel_server.cli.output import printable
 

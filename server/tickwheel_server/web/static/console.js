@@ -282,6 +282,14 @@ function moreButton(label, token, load) {
   return button;
 }
 
+// A stored error (escaped by the server: `\x1b`, `\n`) with its escaped line
+// breaks as line breaks, which the cell's `white-space: pre-wrap` shows: a
+// handler's traceback reads as written. It is set as text, never markup, and
+// nothing but LF is unescaped (no bidi override, no control reaches the page).
+function errorText(text) {
+  return (text || "").replaceAll("\\r\\n", "\n").replaceAll("\\n", "\n");
+}
+
 function lastRunCell(job) {
   const last = job.lastRun;
   if (!last) return el("td", { class: "note" }, "none yet");
@@ -331,7 +339,7 @@ function executionRows(execution) {
     el("td", {}, first ? fmtTime(first.startedAt) : "—"),
     el("td", { class: "num" }, first ? fmtSeconds(seconds(first.lateness)) : "—"),
     el("td", {}, fmtTime(execution.finishedAt)),
-    el("td", { class: "error-text" }, why))];
+    el("td", { class: "error-text" }, errorText(why)))];
   for (const attempt of attempts) {
     rows.push(el("tr", { class: "attempt", "data-execution-id": execution.id },
       el("td", {}, `attempt ${attempt.attempt || 0} · delivery ${attempt.delivery || 0}`),
@@ -341,7 +349,7 @@ function executionRows(execution) {
       el("td", {}, fmtTime(attempt.startedAt)),
       el("td", { class: "num" }, fmtSeconds(seconds(attempt.lateness))),
       el("td", {}, fmtTime(attempt.finishedAt)),
-      el("td", { class: "error-text" }, attempt.error || "")));
+      el("td", { class: "error-text" }, errorText(attempt.error))));
   }
   return rows;
 }
@@ -553,7 +561,7 @@ function deadLetterRow(execution) {
     el("td", {}, fmtTime(execution.nominalAt)),
     el("td", {}, fmtTime(execution.finishedAt)),
     el("td", { class: "reason" }, execution.deadReason || ""),
-    el("td", { class: "error-text" }, execution.error || (last && last.error) || ""),
+    el("td", { class: "error-text" }, errorText(execution.error || (last && last.error))),
     el("td", { class: "num" }, String(attempts.length)));
 }
 
