@@ -216,3 +216,37 @@ async def test_a_raw_row_the_migration_did_not_reach_reads_escaped(migrated_engi
     tenant_store = TenantStore(migrated_engine, clock)
     assert (await tenant_store.get("acme")).pause_reason == ESCAPED
     assert (await tenant_store.get("beta")).pause_reason == ACCEPTED
+
+
+@pytest.mark.postgres
+def test_a_row_rewritten_between_the_batch_s_read_and_its_update_keeps_the_new_text(
+    postgres_url, monkeypatch
+) -> None:
+    """A result recorded meanwhile (a run retried, a new error stored
+    escaped by the new release's writer) is not overwritten with the
+    escape of what the batch read: the UPDATE writes only where the column
+    still holds it. At READ COMMITTED (an operator's setting), where no
+    serialization failure would retry the batch."""
+    engine = create_store_engine(postgres_url, isolation="READ COMMITTED")
+    try:
+        migrate(engine, target=35)
+        seed(engine, rows=5)
+        executions_table, *others = MIGRATION.COLUMNS
+        written: list[str] = []
+
+        def escape_while_a_writer_commits(text: str) -> str:
+            if text == HOSTILE and not written:
+                with engine.begin() as writer:  # another connection, committed first
+                    writer.execute(executions.update().where(executions.c.id == "exe_000").values(error="retried"))
+                written.append("exe_000")
+            return MIGRATION.stored_error(text)
+
+        columns = dict(executions_table.columns, error=escape_while_a_writer_commits)
+        monkeypatch.setattr(MIGRATION, "COLUMNS", (executions_table._replace(columns=columns), *others))
+        migrate(engine)
+        with engine.connect() as conn:
+            errors = dict(conn.execute(sa.select(executions.c.id, executions.c.error)).all())
+        assert written and errors["exe_000"] == "retried", "the writer's text, not the batch's escape"
+        assert errors["exe_001"] == ALREADY and errors["exe_003"] == ""
+    finally:
+        engine.dispose()
