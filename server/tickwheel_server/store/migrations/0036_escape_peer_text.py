@@ -116,9 +116,10 @@ def backfill(conn: Connection, caps: Capabilities, after: str) -> str | None:
     for row in rows.mappings():
         for column, escape in table.columns.items():
             old = row[column]
-            if old is not None and escape(old) != old:
+            new = old if old is None else escape(old)
+            if new != old:
                 where = {f"k_{name}": row[name] for name in (*table.key, *table.pruning)}
-                changes[column].append(dict(where, old=old, new=escape(old)))
+                changes[column].append(dict(where, old=old, new=new))
     for column, updates in changes.items():
         if updates:
             match = " AND ".join(f"{name} = :k_{name}" for name in (*table.key, *table.pruning))
