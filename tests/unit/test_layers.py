@@ -101,7 +101,7 @@ RULES = (
 STORE_MODULE_LINES = 500
 LONG_ALLOWED = {
     # store module: why it may be longer (a stale entry fails).
-    "alerts.py": "SQL only since issue 16; the numbering transaction stays with the rows it numbers (547 lines)",
+    "alerts.py": "SQL only since issue 16; the numbering transaction stays with the rows it numbers (552 lines)",
 }
 
 
