@@ -35,6 +35,12 @@ Prints one JSON object, ``us_per_row`` by part:
 - ``result_ack``: one accepted result's ack in its worker's reply of
   ``--rows``, as the tree's intake builds it (``AckBatches``: bytes, one
   parse a reply, where the tree has it; otherwise added in place).
+- ``direct_handout``: the claim's own hand-out of a batch of ``--rows``
+  one-offs of one tenant to one group of workers, after its plan: the
+  credit shared out (``share_out``), the chosen rows moved out of the
+  claim's writes, stamped, and kept again once the INSERT said every one
+  was inserted (``DirectHandOut.stamp`` then ``keep``, as
+  ``claim_writes.write`` calls them).
 
 Run it with another tree's ``PYTHONPATH`` to compare trees: each part
 times what that tree does. ``--smoke`` runs tiny sizes so CI keeps the
@@ -60,7 +66,10 @@ from tickwheel_server.gateway import assignments
 from tickwheel_server.jobspec import DefinitionCache, JobDefinition
 from tickwheel_server.schedule.engine import next_fire
 from tickwheel_server.store import outcomes
-from tickwheel_server.store.executions import HandedOut, ResultAck, ResultIn, attempt_row
+from tickwheel_server.store.claim_handout import Candidate, DirectHandOut, HandOutOffer, share_out
+from tickwheel_server.store.claim_writes import _ROW_COLUMNS, ClaimWrites
+from tickwheel_server.store.executions import Capability, HandedOut, ResultAck, ResultIn, attempt_row
+from tickwheel_server.store.fairshare import FairShare
 
 TENANT = "bench"
 
@@ -209,6 +218,24 @@ def main() -> None:
                     reply.ack.acks.add(execution_id=ack.execution_id, delivery=ack.delivery, accepted=ack.accepted,
                                        reason=ack.reason)
 
+    capability = Capability((TENANT,), ("echo",), False)
+
+    def direct_handout() -> None:
+        for _ in range(batches):
+            offer = HandOutOffer("server", ((capability, rows),), FairShare(), lambda: None, lambda at_us: at_us + 1)
+            direct = DirectHandOut(offer, due_us)
+            writes = ClaimWrites()
+            for index, (item, definition) in enumerate(zip(handed, definitions)):
+                for column, value in zip(_ROW_COLUMNS, (item.id, item.job_id, TENANT, item.partition, due_us, due_us,
+                                                        "echo", 0, b"{}")):
+                    getattr(writes, column).append(value)
+                direct._specs[item.job_id] = definition
+                direct.candidates.append(Candidate(index, item.id, item.job_id, TENANT, "echo", due_us, False))
+            direct.chosen = share_out(offer, direct.candidates, {TENANT: 1}, offer.fair.begin())
+            taken = writes.take(sorted(c.index for group in direct.chosen for c in group))
+            direct.stamp(taken, due_us)
+            direct.keep(taken, set(taken.ids))
+
     per_call = rows * batches
     figures = {
         "definition_parse": best(args.repeat, per_call, parse),
@@ -218,6 +245,7 @@ def main() -> None:
         "assignment": best(args.repeat, per_call, deal),
         "plain_success": best(args.repeat, per_call, record_by_column if columns is not None else record_by_dicts),
         "result_ack": best(args.repeat, per_call, acknowledge),
+        "direct_handout": best(args.repeat, per_call, direct_handout),
     }
     print(json.dumps({
         "benchmark": "row_python",

@@ -21,7 +21,7 @@ def test_bench_row_python_smoke():
     assert report["benchmark"] == "row_python" and report["smoke"] is True
     assert set(report["us_per_row"]) == {
         "definition_parse", "claim_definition", "definition_to_assignment", "one_off_following", "assignment",
-        "plain_success", "result_ack",
+        "plain_success", "result_ack", "direct_handout",
     }
     assert all(value >= 0 for value in report["us_per_row"].values())
     assert report["tree"]["shares_stamps"] and report["tree"]["plain_successes_by_column"]

@@ -135,9 +135,9 @@ def share_out(
     group's credit split among the tenants of the candidates it may run by
     weighted fair share (``shares``, advanced), each tenant's oldest due
     first; a candidate goes to one group at most."""
-    left = sorted(candidates, key=lambda c: (c.due_us, c.id))
+    left = sorted(candidates, key=_oldest_first)
     chosen: list[list[Candidate]] = []
-    for capability, credit in offer.groups:
+    for number, (capability, credit) in enumerate(offer.groups, 1):
         by_tenant: dict[str, list[Candidate]] = defaultdict(list)
         for candidate in left:
             if fits(capability, candidate):
@@ -148,11 +148,21 @@ def share_out(
         grants = shares.allocate(
             credit, [Demand(tenant, max(1, weights[tenant]), len(rows)) for tenant, rows in by_tenant.items()]
         )
-        picked = [row for tenant, rows in by_tenant.items() for row in rows[: grants[tenant]]]
-        taken = {row.index for row in picked}
-        left = [candidate for candidate in left if candidate.index not in taken]
-        chosen.append(sorted(picked, key=lambda c: (c.due_us, c.id)))
+        if len(by_tenant) == 1:  # one tenant's rows: already oldest first, as ``left`` is
+            (tenant, rows), = by_tenant.items()
+            picked = rows[: grants[tenant]]
+        else:
+            picked = sorted((row for tenant, rows in by_tenant.items() for row in rows[: grants[tenant]]),
+                            key=_oldest_first)
+        if number < len(offer.groups):  # what the next groups may still be handed
+            taken = {row.index for row in picked}
+            left = [candidate for candidate in left if candidate.index not in taken]
+        chosen.append(picked)
     return chosen
+
+
+def _oldest_first(candidate: Candidate) -> tuple[int, str]:
+    return candidate.due_us, candidate.id
 
 
 def choose(
@@ -226,6 +236,8 @@ class DirectHandOut:
         self.handed: list[list[HandedOut]] = []
         """What the claim inserted handed out (or may have, while its round trip is unanswered), per group."""
         self._at_us = 0
+        self._whole = None
+        """The writes (what :meth:`take` returned) of which :attr:`handed` holds every row."""
         self._eligible: dict[tuple[str, int], tuple[bool, bool]] = {}
         self._specs: dict[str, JobDefinition] = {}
         self._shares = None
@@ -265,6 +277,10 @@ class DirectHandOut:
 
     def keep(self, direct, inserted: set[str]) -> None:
         """:attr:`handed`: per group, the rows of ``direct`` whose ids were ``inserted``."""
+        whole = len(inserted) == len(direct.ids)  # ``inserted`` is of ``direct.ids``: every one
+        if whole and self._whole is direct:
+            return  # every row inserted (the common case), as :meth:`stamp` kept them: made once
+        self._whole = direct if whole else None
         place = {ident: i for i, ident in enumerate(direct.ids)}
         traced = direct.trace_contexts
         groups = []

@@ -5,6 +5,7 @@ which workers may run a candidate, and how a group's credit is shared."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from types import SimpleNamespace
 
 import pytest
 from tickwheel.v1 import job_pb2
@@ -12,7 +13,10 @@ from tickwheel.v1 import job_pb2
 from tickwheel_server.api.validate import normalise_job
 from tickwheel_server.jobspec import JobDefinition
 from tickwheel_server.policy.fairness import Shares
-from tickwheel_server.store.claim_handout import Candidate, HandOutOffer, fits, needs_no_decision, share_out
+from tickwheel_server.store.claim_handout import (
+    Candidate, DirectHandOut, HandOutOffer, fits, needs_no_decision, share_out,
+)
+from tickwheel_server.store.claim_writes import ClaimWrites
 from tickwheel_server.store.executions import Capability
 from tickwheel_server.store.fairshare import FairShare
 
@@ -97,3 +101,36 @@ def test_the_passes_are_charged_as_a_round_would_charge_them() -> None:
     shares = Shares()
     share_out(offer((ANY, 3)), [candidate(i, "a") for i in range(3)], {"a": 1}, shares)
     assert shares.passes["a"] == pytest.approx(3.0)
+
+
+def test_one_tenants_rows_come_oldest_due_first_and_the_next_group_gets_the_rest() -> None:
+    rows = [candidate(i, "a", due_us=100 + (i * 7) % 10) for i in range(10)]
+    first, second = share_out(offer((ANY, 4), (ANY, 10)), rows, {"a": 1}, Shares())
+    expected = sorted(rows, key=lambda c: (c.due_us, c.id))
+    assert first == expected[:4] and second == expected[4:]
+
+
+def test_the_rows_handed_out_are_made_once_when_every_one_was_inserted() -> None:
+    """The claim's writes ask :meth:`DirectHandOut.keep` again once the
+    INSERT said which ids it inserted: with every one inserted (the common
+    case), the rows :meth:`DirectHandOut.stamp` made are kept, not made a
+    second time; with one that already existed, that one is left out."""
+    writes = ClaimWrites()
+    for i in range(3):
+        for name, value in (("ids", f"e{i}"), ("job_ids", f"j{i}"), ("tenants", "a"), ("partitions", i),
+                            ("nominal_ats", 100), ("due_ats", 100), ("handlers", "echo"), ("missed_counts", 0),
+                            ("payloads", b"")):
+            getattr(writes, name).append(value)
+    direct = DirectHandOut(offer((ANY, 10)), now_us=1_000)
+    spec = definition()
+    for i in range(3):
+        direct.consider(i, f"e{i}", SimpleNamespace(id=f"j{i}", version=1, tenant="a"), spec, 100)
+    direct.chosen = share_out(direct.offer, direct.candidates, {"a": 1}, Shares())
+    taken = writes.take([0, 1, 2])
+    assert direct.stamp(taken, 500) == 1_000
+    made = direct.handed[0]
+    direct.keep(taken, {"e0", "e1", "e2"})
+    assert direct.handed[0] is made, "made again"
+    assert [h.id for h in made] == ["e0", "e1", "e2"] and {h.handed_out_at_us for h in made} == {1_000}
+    direct.keep(taken, {"e0", "e2"})  # e1 existed already: not handed out
+    assert [h.id for h in direct.handed[0]] == ["e0", "e2"]
