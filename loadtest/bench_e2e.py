@@ -91,7 +91,15 @@ and etcd are started (``tests/support``) and deleted afterwards.
   pick) to the last completion recorded; ``from_commit`` sets the two side
   by side from the jobs' commit instead (pgqueuer's workers are woken by
   its NOTIFY at the commit, the dispatcher by the wake put after it);
-  ``cpu_cores`` sets the two checks side by side; ``cpu_ms_per_execution``, ``statements_per_execution`` and
+  ``cpu_cores`` sets the two checks side by side, and
+  ``cpu_cores_during_run`` the same CPU over each run's own window, from
+  the jobs' commit to the last completion recorded, rather than to the
+  reading after the poll that saw it (up to ``POLL`` later, plus the last
+  outcome's transaction, whose ``finished_at`` is read at its start): on
+  a run of a second or two that tail is a large part of ``cpu_cores``'s
+  wall time, so ``cpu_cores`` says less of how busy the cores were while
+  the executions ran (an upper bound: the CPU read after the last
+  completion is in it); ``cpu_ms_per_execution``, ``statements_per_execution`` and
   ``rows_written_per_execution`` set the two side by side (pgqueuer's rows
   from its tables' counters: it writes in ``WITH`` clauses, which
   ``pg_stat_statements``' rows leave out). ``--no-peer`` leaves the peer
@@ -556,6 +564,16 @@ def run_replay(url: str, jobs: int) -> dict:
     }
 
 
+def cores_during_run(cpu: dict | None, jobs: int, seconds: float | None) -> float | None:
+    """All the CPU a run's processes used (a ``Meter.difference`` ``cpu``
+    figure) over ``seconds``, the run's window from the jobs' commit to the
+    last completion recorded: see ``cpu_cores_during_run``."""
+    figures = peers.cpu_ms_per_execution(cpu)
+    if not figures or not seconds:
+        return None
+    return round(figures["total"] * jobs / 1000 / seconds, 2)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=50_000, help="one-off jobs due now (default 50 000)")
@@ -629,6 +647,11 @@ def main(argv: list[str] | None = None) -> int:
         },
         "worker_start_lateness_s": server["worker_start_lateness_s"],
         "cpu_cores": {"tickwheel": server["cpu_cores"], "pgqueuer_best": best["cpu_cores"] if best else None},
+        "cpu_cores_during_run": {
+            "tickwheel": cores_during_run(server["cpu"], args.jobs, server["from_commit"]["seconds"]),
+            "pgqueuer_best": cores_during_run(best["cpu"], args.jobs, args.jobs / best["from_commit_executions_per_s"])
+            if best and best.get("from_commit_executions_per_s") else None,
+        },
         "cpu_ms_per_execution": {"tickwheel": peers.cpu_ms_per_execution(server["cpu"]),
                                  "pgqueuer_best": peers.cpu_ms_per_execution(best["cpu"]) if best else None},
         "statements_per_execution": {"tickwheel": (server["sql"] or {}).get("statements_per_execution"),

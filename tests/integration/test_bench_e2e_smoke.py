@@ -50,6 +50,8 @@ def test_bench_e2e_smoke(postgres_url, etcd_endpoint):
     assert late["due_before_commit_s"] >= 0 and 0 <= late["p50"] <= late["p99"] <= late["max"]
     assert late["from_commit"]["max"] == pytest.approx(late["max"] - late["due_before_commit_s"], abs=0.002)
     assert server["from_commit"]["first_claim_s"] is not None
+    # The CPU over the run's own window (commit to the last completion), the peer's none without it.
+    assert report["cpu_cores_during_run"]["tickwheel"] > 0 and report["cpu_cores_during_run"]["pgqueuer_best"] is None
     idle = server["idle"]  # what the servers cost with nothing to do, before the jobs were stored
     assert idle["seconds"] > 0 and set(idle["cpu_cores"]) == set(server["cpu"])
     assert {"server", "workers", "postgres", "etcd"} <= set(server["cpu"])
