@@ -189,3 +189,14 @@ def test_a_deals_assignments_share_a_memo_each_its_own_fields() -> None:
     for handed, assignment in zip(items, expected):
         assignment.traceparent = handed.trace_context
     assert list(batch.assignment.assignments) == expected
+
+
+def test_a_deals_assignments_of_several_tenants_share_each_tenants_field() -> None:
+    """A deal encodes each tenant's field once (its memo keeps it by the
+    tenant's name, beside its instants), and each assignment carries its
+    own tenant, an empty one left out as protobuf leaves it out."""
+    items = [CASES[0]._replace(id=f"e{n}", tenant=tenant) for n, tenant in enumerate(("a", "b", "a", "", "b" * 300))]
+    memo: dict = {}
+    built = [assignment_bytes(handed, SENT_US, memo) for handed in items]
+    assert [worker_pb2.Assignment.FromString(data) for data in built] == [by_protobuf(h, SENT_US) for h in items]
+    assert {key for key in memo if isinstance(key, str)} == {"a", "b", "", "b" * 300}

@@ -59,7 +59,7 @@ _EXECUTION_ID, _JOB_ID, _TENANT = b"\x0a", b"\x12", b"\x1a"
 """``Assignment.execution_id``, ``job_id``, ``tenant`` (fields 1-3, length-delimited)."""
 _ATTEMPT, _DELIVERY, _PAYLOAD, _MISSED_COUNT, _ORIGIN = b"\x30", b"\x38", b"\x42", b"\x60", b"\x68"
 """``attempt`` (6), ``delivery`` (7), ``missed_count`` (12), ``origin`` (13): varints; ``payload`` (8)."""
-def assignment_bytes(handed: HandedOut, now_us: int, memo: dict[tuple, bytes]) -> bytes:
+def assignment_bytes(handed: HandedOut, now_us: int, memo: dict[tuple | str, bytes]) -> bytes:
     """The Assignment a worker receives for one hand-out (``now_us``: when
     it is sent, which starts its run time limit), serialized, without
     ``traceparent``: each field as protobuf writes it for the message built
@@ -69,7 +69,8 @@ def assignment_bytes(handed: HandedOut, now_us: int, memo: dict[tuple, bytes]) -
     parse (:class:`PrebuiltBatches`) rather than building each in the
     message. ``memo``: the deal's, by which a deal's assignments share the
     encoding of their instants and numbers (a burst's due instant, one
-    deadline per job timeout, the first attempt's numbers)."""
+    deadline per job timeout, the first attempt's numbers) and of their
+    tenants' field (by the tenant's name)."""
     definition = handed.definition or NO_DEFINITION  # never None from a store: see HandedOut.definition
     key = (handed.nominal_at_us, handed.due_at_us, now_us + definition.timeout_us, handed.attempt, handed.delivery,
            handed.missed_count, handed.origin)  # fmt: skip
@@ -84,12 +85,16 @@ def assignment_bytes(handed: HandedOut, now_us: int, memo: dict[tuple, bytes]) -
             _int32(_MISSED_COUNT, handed.missed_count),
             _int32(_ORIGIN, EXECUTION_ORIGIN_TO_PROTO.get(handed.origin, 0)),
         ))  # fmt: skip
-    ident, job_id, tenant, payload = handed.id.encode(), handed.job_id.encode(), handed.tenant.encode(), handed.payload
+    tenant = memo.get(handed.tenant)  # a str key: the memo's others are tuples
+    if tenant is None:
+        encoded = handed.tenant.encode()
+        tenant = memo[handed.tenant] = _TENANT + _length(encoded) + encoded if encoded else b""
+    ident, job_id, payload = handed.id.encode(), handed.job_id.encode(), handed.payload
     # Fields may come in any order: protobuf reads the same message.
     return b"".join((
         _EXECUTION_ID + _length(ident) + ident if ident else b"",
         _JOB_ID + _length(job_id) + job_id if job_id else b"",
-        _TENANT + _length(tenant) + tenant if tenant else b"",
+        tenant,
         _PAYLOAD + _length(payload) + payload if payload else b"",
         _TARGET, definition.target_delimited,  # set even when empty, as ``target=`` sets it
         rest,
