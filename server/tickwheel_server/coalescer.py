@@ -13,8 +13,10 @@ without changing what any of them answers:
   :data:`MAX_GROUP_BYTES` of definitions (:func:`plan_group`).
 - The gather: when a write that carried several calls ends, the next one
   waits until as many more calls as it answered are queued (its callers
-  back with their next calls), or at most as long as that write took, and
-  never longer than :data:`GATHER_MAX_S`; with no call queued the writer
+  back with their next calls), or at most as long as that write took or
+  as its callers need to come back one after the other through the event
+  loop (:data:`CALL_RETURN_S` each), whichever is longer, and never longer
+  than :data:`GATHER_MAX_S`; with no call queued the writer
   waits so too, and ends when none came. Callers that each wait for their
   answer then share one write instead of splitting into two groups
   written in turn (with nothing queued, the first caller back would be
@@ -59,9 +61,18 @@ MAX_QUEUED = 4 * MAX_GROUP
 """Calls of one tenant that may wait behind its write in flight."""
 MAX_QUEUED_BYTES = 4 * MAX_GROUP_BYTES
 """Definition bytes of one tenant that may wait behind its write in flight."""
-GATHER_MAX_S = 0.005
+GATHER_MAX_S = 0.015
 """The longest a queued write waits for the callers of the write before it
 (the gather, in the module's docstring); 0 turns the gather off."""
+CALL_RETURN_S = 0.00075
+"""How long the gather allows each caller of the write before it to come
+back: its answer sent and its next call received and handled up to
+:meth:`CreateCoalescer.create`, one caller after the other on the one
+event loop (0.3–0.45 ms of the loop's time a call on the reference
+machine), and the network between. Bounded by the write's duration alone,
+a write of 16 callers' gather ended with about half of them back, and 16
+closed-loop callers kept splitting into two groups of 8 (loadtest/RESULTS.md,
+"The gather's bound")."""
 
 
 class Queued(Protocol):
@@ -136,13 +147,17 @@ class CreateCoalescer:
         max_queued: int = MAX_QUEUED,
         max_queued_bytes: int = MAX_QUEUED_BYTES,
         gather_max_s: float = GATHER_MAX_S,
+        call_return_s: float = CALL_RETURN_S,
         now: Callable[[], float] | None = None,
     ) -> None:
         if min(max_group, max_group_bytes, max_queued, max_queued_bytes) < 1:
             raise ValueError("every bound must be >= 1")
         if not 0 <= gather_max_s <= 60:
             raise ValueError("gather_max_s must be within 0 to 60 seconds")
+        if not 0 <= call_return_s <= 60:
+            raise ValueError("call_return_s must be within 0 to 60 seconds")
         self._gather_max_s = gather_max_s
+        self._call_return_s = call_return_s
         self._now = now
         """The monotonic clock a write's duration is read on (the loop's
         unless given: tests)."""
@@ -248,10 +263,11 @@ class CreateCoalescer:
     async def _gather(self, loop: asyncio.AbstractEventLoop, queue: _Queue, answered: int, took: float) -> None:
         """Wait until ``answered`` more calls are queued (the callers of the
         write that just ended, back), or ``took`` seconds (that write's
-        duration), at most the gather's bound; at once when the next write
-        would be full anyway."""
+        duration) or ``answered`` times the time a caller takes to come back,
+        whichever is longer, at most the gather's bound; at once when the
+        next write would be full anyway."""
         want = min(len(queue.calls) + answered, self._max_group)
-        bound = min(took, self._gather_max_s)
+        bound = min(max(took, answered * self._call_return_s), self._gather_max_s)
         if len(queue.calls) >= want or bound <= 0:
             return
         woken = loop.create_future()

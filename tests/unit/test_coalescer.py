@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from tickwheel_server.api.status import status_for
-from tickwheel_server.coalescer import CreateCoalescer, plan_group
+from tickwheel_server.coalescer import CALL_RETURN_S, GATHER_MAX_S, CreateCoalescer, plan_group
 from tickwheel_server.errors import NotFound, QuotaExceeded, RateLimited
 from tickwheel_server.store.errors import StoreUnavailableError
 from tickwheel_server.store.jobrecords import JobRecord, NewJob
@@ -298,14 +298,16 @@ class Ticks:
         return self.at
 
 
-async def a_write_of_two(step: float, queued: tuple[int, ...]):
+async def a_write_of_two(step: float, queued: tuple[int, ...], *, call_return_s: float = 0.0):
     """A coalescer whose writes each take ``step`` seconds (``Ticks``) and
-    gather for up to 30 s, its store held: r0 written alone, then r1 and r2
-    together, held; meanwhile the calls of ``queued`` (j3, r3, …) queued.
-    (the store, the coalescer, the first call, r1's and r2's, the queued)."""
+    gather for up to 30 s (``call_return_s`` a caller of the write before
+    the gather: 0 leaves the write's duration alone as the bound), its store
+    held: r0 written alone, then r1 and r2 together, held; meanwhile the
+    calls of ``queued`` (j3, r3, …) queued. (the store, the coalescer, the
+    first call, r1's and r2's, the queued)."""
     store = FakeStore()
     store.hold = True
-    coalescer = CreateCoalescer(store.create_many, gather_max_s=30, now=Ticks(step))
+    coalescer = CreateCoalescer(store.create_many, gather_max_s=30, call_return_s=call_return_s, now=Ticks(step))
     first = asyncio.create_task(coalescer.create(job("j0"), "r0"))
     await until(lambda: len(store.writes) == 1)
     cohort = [asyncio.create_task(coalescer.create(job(f"j{i}"), f"r{i}")) for i in (1, 2)]
@@ -359,6 +361,31 @@ async def test_the_callers_of_a_write_of_several_share_the_next_when_none_was_qu
     later = asyncio.create_task(coalescer.create(job("j4"), "r4"))
     await asyncio.wait_for(asyncio.gather(back, later), TIMEOUT)
     assert [ids for _, ids in store.writes] == [["r0"], ["r1", "r2"], ["r3", "r4"]]
+
+
+async def test_callers_slower_back_than_their_write_took_still_share_the_next() -> None:
+    """The write took next to nothing (a microsecond on its clock), its
+    callers take longer to come back (each its answer out and its next call
+    in, one after the other on the loop): the gather allows them
+    ``call_return_s`` each, so they share the next write rather than the
+    first back being written alone (fails with the write's duration as the
+    only bound: ``["r3"]`` then ``["r4"]``)."""
+    store, coalescer, first, cohort, _ = await a_write_of_two(1e-6, (), call_return_s=10.0)
+    store.hold = False
+    store.release.set()
+    await asyncio.wait_for(asyncio.gather(first, *cohort), TIMEOUT)
+    back = asyncio.create_task(coalescer.create(job("j3"), "r3"))
+    await until(lambda: coalescer.queued("acme") == 1 or len(store.writes) == 3)
+    later = asyncio.create_task(coalescer.create(job("j4"), "r4"))
+    await asyncio.wait_for(asyncio.gather(back, later), TIMEOUT)
+    assert [ids for _, ids in store.writes] == [["r0"], ["r1", "r2"], ["r3", "r4"]]
+
+
+def test_the_gather_allows_each_caller_its_way_back_within_the_bound() -> None:
+    """The gather's bound by the figures: the write's duration or the
+    callers' way back, whichever is longer, never over ``gather_max_s``."""
+    assert CALL_RETURN_S * 16 > 0.005, "16 callers' way back outlasts a 5 ms write"
+    assert CALL_RETURN_S * 16 <= GATHER_MAX_S, "16 closed-loop callers fit within the bound"
 
 
 async def test_a_gather_with_nothing_queued_ends_at_its_bound_and_forgets_the_tenant() -> None:
@@ -418,3 +445,5 @@ async def test_a_writer_stopped_while_gathering_answers_its_queued_calls_with_no
 def test_the_gather_bound_is_refused_outside_its_range(bound) -> None:
     with pytest.raises(ValueError):
         CreateCoalescer(FakeStore().create_many, gather_max_s=bound)
+    with pytest.raises(ValueError):
+        CreateCoalescer(FakeStore().create_many, call_return_s=bound)
