@@ -347,12 +347,9 @@ async def test_a_gather_whose_callers_do_not_come_back_ends_at_its_bound() -> No
     assert [ids for _, ids in store.writes] == [["r0"], ["r1", "r2"], ["r3", "r4"]]
 
 
-async def test_the_callers_of_a_write_of_several_share_the_next_when_none_was_queued() -> None:
-    """A write of several ends with nothing queued: its callers, back one
-    after another, go in one write rather than the first alone and the
-    rest behind it (fails without the gather on an empty queue: ``["r3"]``
-    then ``["r4"]``)."""
-    store, coalescer, first, cohort, _ = await a_write_of_two(10.0, ())
+async def back_one_after_the_other(store, coalescer, first, cohort, _queued) -> None:
+    """The write of r1 and r2 (``a_write_of_two``, nothing queued) ends;
+    its two callers come back one after the other: they share the next write."""
     store.hold = False
     store.release.set()
     await asyncio.wait_for(asyncio.gather(first, *cohort), TIMEOUT)
@@ -361,6 +358,14 @@ async def test_the_callers_of_a_write_of_several_share_the_next_when_none_was_qu
     later = asyncio.create_task(coalescer.create(job("j4"), "r4"))
     await asyncio.wait_for(asyncio.gather(back, later), TIMEOUT)
     assert [ids for _, ids in store.writes] == [["r0"], ["r1", "r2"], ["r3", "r4"]]
+
+
+async def test_the_callers_of_a_write_of_several_share_the_next_when_none_was_queued() -> None:
+    """A write of several ends with nothing queued: its callers, back one
+    after another, go in one write rather than the first alone and the
+    rest behind it (fails without the gather on an empty queue: ``["r3"]``
+    then ``["r4"]``)."""
+    await back_one_after_the_other(*await a_write_of_two(10.0, ()))
 
 
 async def test_callers_slower_back_than_their_write_took_still_share_the_next() -> None:
@@ -370,15 +375,7 @@ async def test_callers_slower_back_than_their_write_took_still_share_the_next() 
     ``call_return_s`` each, so they share the next write rather than the
     first back being written alone (fails with the write's duration as the
     only bound: ``["r3"]`` then ``["r4"]``)."""
-    store, coalescer, first, cohort, _ = await a_write_of_two(1e-6, (), call_return_s=10.0)
-    store.hold = False
-    store.release.set()
-    await asyncio.wait_for(asyncio.gather(first, *cohort), TIMEOUT)
-    back = asyncio.create_task(coalescer.create(job("j3"), "r3"))
-    await until(lambda: coalescer.queued("acme") == 1 or len(store.writes) == 3)
-    later = asyncio.create_task(coalescer.create(job("j4"), "r4"))
-    await asyncio.wait_for(asyncio.gather(back, later), TIMEOUT)
-    assert [ids for _, ids in store.writes] == [["r0"], ["r1", "r2"], ["r3", "r4"]]
+    await back_one_after_the_other(*await a_write_of_two(1e-6, (), call_return_s=10.0))
 
 
 def test_the_gather_allows_each_caller_its_way_back_within_the_bound() -> None:
