@@ -68,11 +68,9 @@ CALL_RETURN_S = 0.00075
 """How long the gather allows each caller of the write before it to come
 back: its answer sent and its next call received and handled up to
 :meth:`CreateCoalescer.create`, one caller after the other on the one
-event loop (0.3–0.45 ms of the loop's time a call on the reference
-machine), and the network between. Bounded by the write's duration alone,
-a write of 16 callers' gather ended with about half of them back, and 16
-closed-loop callers kept splitting into two groups of 8 (loadtest/RESULTS.md,
-"The gather's bound")."""
+event loop, and the network between; 0 leaves the write's duration as
+the only bound. Why it is there, and the figure it is set from:
+loadtest/RESULTS.md, "The gather's bound"."""
 
 
 class Queued(Protocol):
