@@ -23,9 +23,12 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
+from decimal import Decimal
 from typing import Any
 
 from tickwheel_server.cli.importrows import INSTANT_KEYS, KNOWN_KEYS, RowError, job_from_row
+from tickwheel_server.cli import jsontext
+from tickwheel_server.cli.jsontext import MAX_DEPTH, nesting
 
 __all__ = ["FORMATS", "JOB_KEYS", "MAX_FILE_BYTES", "MAX_JOBS", "Declared", "FileError", "Problem", "read"]
 
@@ -33,8 +36,6 @@ MAX_FILE_BYTES = 8 * 1024 * 1024
 """A longer file is refused unread (a payload counts towards it)."""
 MAX_JOBS = 10_000
 """Jobs one file may declare."""
-MAX_DEPTH = 64
-"""Nesting of a document (a payload's objects and arrays included)."""
 MAX_PROBLEMS = 100
 """Problems listed; past this the reading stops (the count says so)."""
 JOB_KEYS = frozenset(KNOWN_KEYS - {"request_id"} | {"version"})
@@ -134,14 +135,14 @@ _TOML_KEY = re.compile(r"^[ \t]*([A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')[ \t]*[.=]")
 
 def _toml(text: str) -> tuple[Any, list[int] | None, list[dict[str, int]]]:
     try:
-        document = tomllib.loads(text)
+        document = tomllib.loads(text, parse_float=Decimal)
     except RecursionError:
         raise FileError([Problem(None, "", "", f"not valid TOML: nested deeper than {MAX_DEPTH} levels")]) from None
     except tomllib.TOMLDecodeError as error:
         match = re.search(r"\(at line (\d+)", str(error))
         reason = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(error))
         raise FileError([Problem(int(match.group(1)) if match else None, "", "", f"not valid TOML: {reason}")]) from None
-    if _depth(document) > MAX_DEPTH:
+    if nesting(document) > MAX_DEPTH:
         raise FileError([Problem(None, "", "", f"nested deeper than {MAX_DEPTH} levels")])
     # tomllib keeps no positions: find the [[jobs]] headers and the keys under
     # each. Trusted only when the headers counted are the jobs parsed (a
@@ -163,22 +164,6 @@ def _toml(text: str) -> tuple[Any, list[int] | None, list[dict[str, int]]]:
                 keys.setdefault(match.group(1).strip("\"'"), n + 1)
         key_lines.append(keys)
     return document, [n + 1 for n in headers], key_lines
-
-
-def _depth(value: Any) -> int:
-    """How deeply ``value``'s lists and tables nest (1 for a scalar), without recursing."""
-    deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if depth > MAX_DEPTH:
-            break
-        if isinstance(item, dict):
-            stack.extend((child, depth + 1) for child in item.values())
-        elif isinstance(item, list):
-            stack.extend((child, depth + 1) for child in item)
-    return deepest
 
 
 def _yaml(text: str) -> tuple[Any, list[int] | None, list[dict[str, int]]]:
@@ -224,7 +209,21 @@ def _yaml_loader_class() -> type:
         naive datetime taken for UTC."""
 
     Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+    Loader.add_constructor("tag:yaml.org,2002:float", _yaml_number)
     return Loader
+
+
+_PLAIN_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\Z")
+
+
+def _yaml_number(loader: Any, node: Any) -> Any:
+    """A YAML float as a ``Decimal`` of its digits (a payload sends the
+    number written, see ``jsontext``); YAML's other forms (``1_000.5``,
+    ``.inf``, base 60) as PyYAML reads them."""
+    text = loader.construct_scalar(node)
+    if _PLAIN_NUMBER.match(text):
+        return Decimal(text)
+    return loader.construct_yaml_float(node)
 
 
 _LOADER: type | None = None
@@ -356,7 +355,7 @@ def _job(index: int, line: int | None, key_lines: dict[str, int], spec: Any) -> 
             return None, problem(key, "an instant needs a date, a time and a UTC offset")
     if "payload" in row and row["payload"] is not None:
         try:
-            json.dumps(row["payload"], allow_nan=False)
+            jsontext.dumps(row["payload"])
         except (TypeError, ValueError):
             return None, problem("payload", "holds a value JSON cannot carry (a date, NaN or infinity)")
         except RecursionError:

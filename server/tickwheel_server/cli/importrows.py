@@ -6,7 +6,8 @@ The keys are ``tickwheel job create``'s flags, with ``_`` for ``-``
 ``headers``, ``concurrency_keys``), and ``request_id`` may be given. In
 JSON lines a value has its JSON type (``max_runs`` a number, ``exact`` a
 boolean, ``labels`` an object, ``payload`` any JSON value, sent as its
-compact JSON text) and ``null`` means not given; in CSV every cell is text
+compact JSON text with its numbers as written: ``jsontext``) and ``null``
+means not given; in CSV every cell is text
 (``payload`` and the maps are JSON text) and an empty cell means not given.
 The keys of a stored job that a file exported from elsewhere may carry
 (:data:`IGNORED_KEYS`: ``id``, ``tenant``, ``version``, ...) are ignored: the
@@ -23,8 +24,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+from decimal import Decimal
 from typing import Any
 
+from tickwheel_server.cli import jsontext
 from tickwheel_server.cli.parse import UsageError, parse_duration, parse_instant
 
 __all__ = [
@@ -42,6 +45,8 @@ STRING_KEYS = (
     "dst_repeat", "calendar", "calendar_rule",
 )  # fmt: skip
 INT_KEYS = ("max_attempts", "max_runs")
+INT_MAX = {"max_attempts": 2**31 - 1, "max_runs": 2**63 - 1, "concurrency_keys": 2**31 - 1}
+"""The largest value each integer's protobuf field holds (int32, int64)."""
 BOOL_KEYS = ("exact",)
 MAP_KEYS = ("labels", "headers", "concurrency_keys")
 SCALAR_KEYS = STRING_KEYS + INT_KEYS + BOOL_KEYS
@@ -79,7 +84,8 @@ def canonical(row: dict[str, Any]) -> str:
     whitespace and (in CSV) of empty cells, without the ignored keys and
     ``request_id``: what its derived request id hashes."""
     kept = {k: v for k, v in row.items() if k not in IGNORED_KEYS and k != "request_id" and v not in ("", None)}
-    return json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # A number read as a Decimal hashes as the float it was read as before: the ids stay those of earlier runs.
+    return json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=float)
 
 
 def derived_request_id(line: int, content: str) -> str:
@@ -95,17 +101,30 @@ def _text(key: str, value: Any, csv: bool) -> str:
         raise RowError(key, f"expected a string, got {_json_type(value)}")
     if "\x00" in value:
         raise RowError(key, "contains a NUL character")
+    _encodable(key, value)
     return value
+
+
+def _encodable(key: str, value: str) -> None:
+    """A lone surrogate (``"\\ud800"`` is valid JSON) is no Unicode text:
+    refused naming ``key``, rather than by protobuf for the whole row."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        code = ord(value[error.start])
+        raise RowError(key, f"holds a lone surrogate (U+{code:04X}), not Unicode text") from None
 
 
 def _int(key: str, value: Any, csv: bool) -> int:
     if csv:
         try:
-            return int(value.strip())
+            value = int(value.strip())
         except ValueError:
             raise RowError(key, f"expected an integer, got {value[:40]!r}") from None
     if isinstance(value, bool) or not isinstance(value, int):
         raise RowError(key, f"expected an integer, got {_json_type(value)}")
+    if value > INT_MAX[key]:
+        raise RowError(key, f"at most {INT_MAX[key]}")
     return value
 
 
@@ -123,35 +142,50 @@ def _bool(key: str, value: Any, csv: bool) -> bool:
 def _map(key: str, value: Any, csv: bool) -> dict[str, Any]:
     if csv:
         try:
-            value = json.loads(value)
-        except ValueError:
-            raise RowError(key, "expected a JSON object, e.g. {\"team\": \"data\"}") from None
+            value = jsontext.loads(value)
+        except jsontext.JsonError as error:
+            if error.reason.startswith("not valid JSON"):
+                raise RowError(key, "expected a JSON object, e.g. {\"team\": \"data\"}") from None
+            raise RowError(key, error.reason) from None
     if not isinstance(value, dict):
         raise RowError(key, f"expected an object, got {_json_type(value)}")
     for k, v in value.items():
         if not k.strip() or "\x00" in k:
             raise RowError(key, f"key {k[:40]!r} is empty or contains NUL")
+        _encodable(key, k)
         if key == "concurrency_keys":
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise RowError(key, f"limit of {k[:40]!r} must be an integer >= 1")
+            if v > INT_MAX[key]:
+                raise RowError(key, f"limit of {k[:40]!r} must be at most {INT_MAX[key]}")
         elif not isinstance(v, str) or "\x00" in v:
             raise RowError(key, f"value of {k[:40]!r} must be a string without NUL")
+        else:
+            _encodable(key, v)
     return value
 
 
 def _payload(value: Any, csv: bool) -> str:
+    """The payload's JSON text: a CSV cell's as given, a JSON line's value
+    written back exactly (:func:`jsontext.dumps`)."""
     if csv:
         try:
-            json.loads(value)
-        except ValueError as error:
-            raise RowError("payload", f"not valid JSON: {error}") from None
+            jsontext.loads(value)
+        except jsontext.JsonError as error:
+            raise RowError("payload", error.reason) from None
+        _encodable("payload", value)
         return value
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return jsontext.dumps(value)
+    except (TypeError, ValueError) as error:
+        raise RowError("payload", f"not JSON: {error}") from None
 
 
 def _json_type(value: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", float: "a number",
-            int: "a number"}.get(type(value), type(value).__name__)  # fmt: skip
+    if isinstance(value, dict):
+        return "an object"
+    return {list: "an array", str: "a string", bool: "a boolean", float: "a number", int: "a number",
+            Decimal: "a number"}.get(type(value), type(value).__name__)  # fmt: skip
 
 
 def request_id_of(row: dict[str, Any], csv: bool) -> str | None:

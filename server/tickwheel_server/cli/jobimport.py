@@ -29,14 +29,16 @@ import io
 import json
 import os
 import sys
+import tempfile
 import textwrap
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import IO, Any, BinaryIO, TextIO
 
+from tickwheel_server.cli import jsontext
 from tickwheel_server.cli.context import Context
 from tickwheel_server.cli.importrows import (
     IGNORED_KEYS,
@@ -153,11 +155,11 @@ def read_jsonl(lines: LineReader) -> Iterator[Line]:
             continue
         line = Line(number, raw=raw.rstrip(b"\r\n"))
         try:
-            value = json.loads(raw.decode("utf-8"))
+            value = jsontext.loads(raw.decode("utf-8"))
         except UnicodeDecodeError:
             line.error = RowError("", "not UTF-8")
-        except ValueError as error:
-            line.error = RowError("", f"not valid JSON: {error}")
+        except jsontext.JsonError as error:
+            line.error = RowError(error.key, error.reason)
         else:
             if isinstance(value, dict):
                 line.row = value
@@ -235,34 +237,86 @@ def read_csv(lines: LineReader) -> tuple[list[str], Iterator[Line]]:
 # --- the outcome -------------------------------------------------------------------------
 
 
+class FailureLog:
+    """The failures of an import, in the file's order: the first
+    :data:`SHOWN_FAILURES` held for the text summary, the rest written to a
+    temporary file (one JSON object a line) and read back only by
+    ``--json``, so that a file of a million failing lines holds no million
+    records (each a few hundred bytes: a 1 GB file of ``{}`` lines once
+    took over 100 GB)."""
+
+    def __init__(self) -> None:
+        self.first: list[dict[str, Any]] = []
+        self.count = 0
+        self._rest: IO[bytes] | None = None
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def add(self, failure: dict[str, Any]) -> None:
+        self.count += 1
+        if len(self.first) < SHOWN_FAILURES:
+            self.first.append(failure)
+            return
+        if self._rest is None:
+            self._rest = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
+        self._rest.write(jsontext.dumps(failure).encode() + b"\n")
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        yield from self.first
+        if self._rest is not None:
+            self._rest.seek(0)
+            for line in self._rest:
+                yield json.loads(line)
+
+    def close(self) -> None:
+        if self._rest is not None:
+            self._rest.close()
+
+
 @dataclass
 class Summary:
-    """What became of the file's lines; ``as_json`` is the stable ``--json`` form."""
+    """What became of the file's lines; ``write_json`` writes the stable ``--json`` form."""
 
     file: str
     format: str
     lines: int = 0
     created: int = 0
     existing: int = 0
-    failures: list[dict[str, Any]] = field(default_factory=list)
+    failures: FailureLog = field(default_factory=FailureLog)
     call_error: str | None = None
 
     def fail(self, number: int, code: str, field_: str, reason: str, request_id: str | None) -> None:
-        self.failures.append({"line": number, "code": code, "field": field_, "reason": " ".join(reason.split())[:500],
-                              "request_id": request_id})  # fmt: skip
+        self.failures.add({"line": number, "code": code, "field": field_, "reason": " ".join(reason.split())[:500],
+                           "request_id": request_id})  # fmt: skip
 
-    def as_json(self, failures_file: str | None) -> dict[str, Any]:
-        return {
+    def write_json(self, out: TextIO, failures_file: str | None) -> None:
+        """The summary as one JSON object, its failures a line each, streamed from the log."""
+        fields = {
             "file": self.file,
             "format": self.format,
             "lines": self.lines,
             "created": self.created,
             "existing": self.existing,
             "failed": len(self.failures),
-            "failures": self.failures,
+            "failures": None,
             "failures_file": failures_file,
             "call_error": self.call_error,
         }
+        out.write("{")
+        for n, (name, value) in enumerate(fields.items()):
+            out.write(f"{',' if n else ''}\n  {json.dumps(name)}: ")
+            if name != "failures":
+                out.write(json.dumps(value, ensure_ascii=False))
+                continue
+            out.write("[")
+            for i, failure in enumerate(self.failures):
+                out.write(f"{',' if i else ''}\n    {json.dumps(failure, ensure_ascii=False)}")
+            out.write("\n  ]" if self.failures else "]")
+        out.write("\n}\n")
 
 
 class FailureWriter:
@@ -293,7 +347,7 @@ class FailureWriter:
                 self._csv.writerow(cells)
             return
         if request_id is not None and line.row is not None and "request_id" not in line.row:
-            self.out.write(json.dumps({**line.row, "request_id": request_id}, ensure_ascii=False).encode() + b"\n")
+            self.out.write(jsontext.dumps({**line.row, "request_id": request_id}).encode() + b"\n")
         elif line.raw is not None:
             self.out.write(line.raw + b"\n")
 
@@ -359,6 +413,7 @@ def run(ctx: Context, a: argparse.Namespace) -> int:
     fmt = _format_of(a)
     stream, size = _open(a)
     failures_out = None
+    summary = Summary(a.file, fmt)
     try:
         lines = LineReader(stream)
         if fmt == "csv":
@@ -366,7 +421,6 @@ def run(ctx: Context, a: argparse.Namespace) -> int:
         else:
             header, records = [], read_jsonl(lines)
         failures_out = _open_failures(a)
-        summary = Summary(a.file, fmt)
         importer = _Importer(ctx, a.batch_size, summary, FailureWriter(failures_out, fmt, header), a.parallel)
         progress = Progress(live_stream(ctx), size)
         try:
@@ -387,7 +441,10 @@ def run(ctx: Context, a: argparse.Namespace) -> int:
             stream.close()
         if failures_out is not None:
             failures_out.close()
-    _report(ctx, summary, a.failures)
+    try:
+        _report(ctx, summary, a.failures)
+    finally:
+        summary.failures.close()
     return 1 if summary.failures else 0
 
 
@@ -418,7 +475,8 @@ class _Importer:
                 request_id = request_id_of(line.row, csv=fmt == "csv")
                 job = job_from_row(line.row, csv=fmt == "csv")
             except RowError as error:
-                line.error = error
+                # Without its traceback: its frames hold the line (a cycle only the collector frees).
+                line.error = error.with_traceback(None)
                 request_id = None
             else:
                 request_id = request_id or derived_request_id(line.number, canonical(line.row))
@@ -500,14 +558,14 @@ class _Importer:
 
 def _report(ctx: Context, summary: Summary, failures_file: str | None) -> None:
     if ctx.json:
-        ctx.stdout.write(json.dumps(summary.as_json(failures_file), indent=2, ensure_ascii=False) + "\n")
+        summary.write_json(ctx.stdout, failures_file)
         return
     failed = len(summary.failures)
     ctx.out(f"imported {summary.file}: {summary.lines} lines, {summary.created} created, "
             f"{summary.existing} already existed, {failed} failed")  # fmt: skip
     if summary.call_error is not None:
         ctx.note(f"error: {summary.call_error} (the lines after it were not sent)")
-    for failure in summary.failures[:SHOWN_FAILURES]:
+    for failure in summary.failures.first:
         where = f"{printable(failure['field'])}: " if failure["field"] else ""
         ctx.out(f"  line {failure['line']}: {where}{printable(failure['reason'])} ({failure['code']})")
     if failed > SHOWN_FAILURES:

@@ -6,11 +6,12 @@ one error line the CLI prints (exit status 2).
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+
+from tickwheel_server.cli import jsontext
 
 __all__ = [
     "UsageError",
@@ -68,15 +69,19 @@ def parse_instant(text: str, *, now: datetime | None = None) -> datetime:
 
 
 def read_payload(json_text: str | None, file_name: str | None) -> bytes | None:
-    """The payload bytes: ``--payload`` must be valid JSON and is sent as
+    """The payload bytes: ``--payload`` must be JSON (read strictly, as
+    :func:`~tickwheel_server.cli.jsontext.loads` reads it) and is sent as
     given (UTF-8); ``--payload-file`` is sent byte for byte (``-`` reads
     stdin). None when neither was given."""
     if json_text is not None:
         try:
-            json.loads(json_text)
-        except ValueError as error:
-            raise UsageError(f"--payload is not valid JSON: {error}") from None
-        return json_text.encode("utf-8")
+            jsontext.loads(json_text)
+        except jsontext.JsonError as error:
+            raise UsageError(f"--payload: {error.reason}") from None
+        try:
+            return json_text.encode("utf-8")
+        except UnicodeEncodeError:  # argv's bytes that are not UTF-8 arrive as lone surrogates
+            raise UsageError("--payload is not UTF-8 text") from None
     if file_name is not None:
         if file_name == "-":
             return sys.stdin.buffer.read()

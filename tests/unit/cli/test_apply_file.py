@@ -272,3 +272,20 @@ def test_conflicts_a_stale_version_a_vanished_job_and_a_shared_name() -> None:
 ])  # fmt: skip
 def test_a_server_field_path_names_the_files_key(path: str, key: str) -> None:
     assert applyplan.file_key(path) == key
+
+
+@pytest.mark.parametrize("fmt", ["toml", "yaml"])
+def test_a_payloads_numbers_are_sent_as_written(fmt: str) -> None:
+    """A payload's numbers went through Python floats: an amount of
+    12345678901234567890.12 was sent as 1.2345678901234567e+19. A number a
+    float holds is sent as before (1.50 as 1.5), any other with its digits;
+    NaN and infinity are refused naming the payload."""
+    numbers = "{ amount = 12345678901234567890.12, price = 1.50, tiny = 1.0e-400 }" if fmt == "toml" else \
+        "{amount: 12345678901234567890.12, price: 1.50, tiny: 1.0e-400}"
+    head = b'[[jobs]]\nname = "a"\ncron = "* * * * *"\nhandler = "h"\npayload = ' if fmt == "toml" else \
+        b'jobs:\n  - name: a\n    cron: "* * * * *"\n    handler: h\n    payload: '
+    (job,) = applyfile.read(head + numbers.encode() + b"\n", fmt)
+    assert job.job.payload == b'{"amount":12345678901234567890.12,"price":1.5,"tiny":1.0E-400}'
+    for bad in (("nan", "inf") if fmt == "toml" else (".nan", "-.inf")):
+        (problem,) = _problems(head + bad.encode() + b"\n", fmt)
+        assert problem.field == "payload", problem

@@ -433,3 +433,154 @@ def test_a_file_starting_with_a_utf8_bom_is_read_as_without(cli, fake, tenant, s
     result = cli(*tenant, "job", "import", str(lines))
     assert result.code == 0, result.err + result.out
     assert [i.job.name for i in _items(fake)] == ["\ufeffa", "b", "c"]
+
+
+# --- hostile files (red team, round 4) ------------------------------------------------------
+
+
+def test_json_nested_past_the_parsers_depth_fails_its_line_alone(cli, fake, tenant, store, tmp_path) -> None:
+    """CPython's json raises RecursionError (not ValueError) about a
+    thousand levels down: a line of 100 000 ``[`` once ended the import
+    with a traceback, after the earlier calls were sent, and so did a CSV
+    payload or labels cell. Nesting is bounded as ``apply -f`` bounds it."""
+    deep = "[" * 100_000 + "]" * 100_000
+    path = _jsonl(tmp_path, _line(name="before"), '{"name": "deep", "payload": ' + deep + "}",
+                  _line(name="nested", payload=json.loads("[" * 65 + "]" * 65)), _line(name="after"))
+    result = cli(*tenant, "--json", "job", "import", str(path))
+    assert result.code == 1, result.err
+    summary = json.loads(result.out)
+    assert [(f["line"], f["field"]) for f in summary["failures"]] == [(2, ""), (3, "payload")]
+    assert all("nested deeper than 64" in f["reason"] for f in summary["failures"]), summary["failures"]
+    assert [i.job.name for i in _items(fake)] == ["before", "after"]
+
+    table = tmp_path / "jobs.csv"
+    with table.open("w", newline="") as out:
+        rows = csv.writer(out)
+        rows.writerow(["name", "cron", "handler", "payload", "labels"])
+        rows.writerow(["a", "0 2 * * *", "echo", "", ""])
+        rows.writerow(["b", "0 2 * * *", "echo", deep, ""])
+        rows.writerow(["c", "0 2 * * *", "echo", "", '{"k": ' + deep + "}"])
+        rows.writerow(["d", "0 2 * * *", "echo", "", ""])
+    result = cli(*tenant, "--json", "job", "import", str(table))
+    assert result.code == 1, result.err
+    summary = json.loads(result.out)
+    assert [(f["line"], f["field"]) for f in summary["failures"]] == [(3, "payload"), (4, "labels")]
+    assert [i.job.name for i in _items(fake)][2:] == ["a", "d"]
+
+
+def test_a_payload_is_sent_as_the_json_the_line_holds(cli, fake, tenant, store, tmp_path) -> None:
+    """A payload was parsed into Python floats and written back: digits past
+    a double's were lost (an amount of 12345678901234567890.12 arrived as
+    1.2345678901234567e+19), 1e400 arrived as ``Infinity`` and ``NaN`` was
+    passed on: neither is JSON, and strict parsers (Go, JavaScript) refuse
+    the run's payload. Numbers now arrive as written; NaN and Infinity,
+    which no JSON holds, fail the line naming the key, in every format."""
+    path = _jsonl(tmp_path, '{"name": "exact", "cron": "0 2 * * *", "handler": "h", '
+                            '"payload": {"amount": 12345678901234567890.12, "big": 1e400, "n": -0.0, "i": 7}}',
+                  '{"name": "nan", "cron": "0 2 * * *", "handler": "h", "payload": {"x": NaN}}',
+                  '{"name": "inf", "cron": "0 2 * * *", "handler": "h", "payload": [-Infinity]}',
+                  '{"name": "nan-elsewhere", "cron": "0 2 * * *", "handler": "h", "version": NaN}')
+    result = cli(*tenant, "--json", "job", "import", str(path))
+    assert result.code == 1, result.err
+    summary = json.loads(result.out)
+    assert [(f["line"], f["field"]) for f in summary["failures"]] == [(2, "payload"), (3, "payload"), (4, "version")]
+    (exact,) = _items(fake)
+    assert exact.job.payload == b'{"amount":12345678901234567890.12,"big":1E+400,"n":-0.0,"i":7}'
+
+    table = tmp_path / "jobs.csv"
+    table.write_text('name,cron,handler,payload\na,0 2 * * *,echo,NaN\nb,0 2 * * *,echo,"[Infinity]"\n'
+                     'c,0 2 * * *,echo,1e400\n')
+    result = cli(*tenant, "--json", "job", "import", str(table))
+    summary = json.loads(result.out)
+    assert [(f["line"], f["field"]) for f in summary["failures"]] == [(2, "payload"), (3, "payload")]
+    assert _items(fake)[-1].job.payload == b"1e400", "a CSV payload is sent as its text"
+
+
+def test_a_key_given_twice_fails_its_line_naming_the_key(cli, fake, tenant, store, tmp_path) -> None:
+    """json keeps the last of two equal keys silently: a line naming its
+    handler twice, or a label, once ran whichever came last. ``apply -f``
+    refuses it in YAML (TOML refuses it itself); import now refuses it too."""
+    path = _jsonl(tmp_path, '{"name": "a", "cron": "0 2 * * *", "handler": "safe", "handler": "rm-rf"}',
+                  '{"name": "b", "cron": "0 2 * * *", "handler": "h", "labels": {"team": "x", "team": "y"}}',
+                  '{"name": "c", "cron": "0 2 * * *", "handler": "h", "payload": {"a": {"b": 1, "b": 2}}}',
+                  _line(name="after"))
+    result = cli(*tenant, "--json", "job", "import", str(path))
+    assert result.code == 1, result.err
+    summary = json.loads(result.out)
+    assert [(f["line"], f["field"]) for f in summary["failures"]] == [(1, "handler"), (2, "labels"), (3, "payload")]
+    assert "'handler' is given twice" in summary["failures"][0]["reason"]
+    assert "'team' is given twice" in summary["failures"][1]["reason"]
+    assert [i.job.name for i in _items(fake)] == ["after"]
+
+    table = tmp_path / "jobs.csv"
+    table.write_text('name,cron,handler,labels\na,0 2 * * *,echo,"{""t"": ""1"", ""t"": ""2""}"\n')
+    summary = json.loads(cli(*tenant, "--json", "job", "import", str(table)).out)
+    assert [(f["line"], f["field"]) for f in summary["failures"]] == [(2, "labels")]
+
+
+def test_numbers_past_a_fields_range_fail_naming_the_field(cli, fake, tenant, store, tmp_path) -> None:
+    """protobuf's ValueError "Value out of range" was reported against the
+    whole line (field "")."""
+    path = _jsonl(tmp_path, _line(name="a", max_runs=2**63), _line(name="b", max_attempts=2**31),
+                  _line(name="c", concurrency_keys={"db": 2**31}), _line(name="d", max_runs=10**30))
+    result = cli(*tenant, "--json", "job", "import", str(path))
+    summary = json.loads(result.out)
+    assert [(f["line"], f["field"]) for f in summary["failures"]] == [
+        (1, "max_runs"), (2, "max_attempts"), (3, "concurrency_keys"), (4, "max_runs")]
+    assert _items(fake) == []
+    table = tmp_path / "jobs.csv"
+    table.write_text(f"name,cron,handler,max_runs\na,0 2 * * *,echo,{2**63}\nb,0 2 * * *,echo,{'9' * 5000}\n")
+    summary = json.loads(cli(*tenant, "--json", "job", "import", str(table)).out)
+    assert [(f["line"], f["field"]) for f in summary["failures"]] == [(2, "max_runs"), (3, "max_runs")]
+
+
+def test_a_lone_surrogate_fails_naming_its_field_and_the_failures_file_is_written(cli, fake, tenant, store,
+                                                                                  tmp_path) -> None:
+    """``"\\ud800"`` is valid JSON and no Unicode text: protobuf refused it
+    as the whole line's error (field ""), and a refused line carrying one in
+    an ignored key made ``--failures`` raise UnicodeEncodeError half-way
+    through writing. A payload keeps it, escaped, as its JSON said."""
+    path = _jsonl(tmp_path, '{"name": "a\\ud800", "cron": "0 2 * * *", "handler": "h"}',
+                  '{"name": "b", "cron": "0 2 * * *", "handler": "h", "labels": {"k": "\\udfff"}}',
+                  '{"name": "bad", "cron": "0 2 * * *", "handler": "h", "id": "\\ud800"}',
+                  '{"name": "c", "cron": "0 2 * * *", "handler": "h", "payload": ["\\ud83d", "\u00e9"]}',
+                  _line(name="after"))
+    failures = tmp_path / "failed.jsonl"
+    result = cli(*tenant, "--json", "job", "import", str(path), "--failures", str(failures))
+    assert result.code == 1, result.err
+    summary = json.loads(result.out)
+    assert [(f["line"], f["field"]) for f in summary["failures"]] == [(1, "name"), (2, "labels"), (3, "job.name")]
+    assert [i.job.name for i in _items(fake)] == ["bad", "c", "after"]
+    assert json.loads(_items(fake)[1].job.payload) == ["\ud83d", "\u00e9"]
+    written = [json.loads(line) for line in failures.read_text(encoding="utf-8").splitlines()]
+    assert [w["name"] for w in written] == ["a\ud800", "b", "bad"]
+    assert written[2]["id"] == "\ud800" and written[2]["request_id"].startswith("import-")
+
+
+def test_failures_are_not_held_in_memory_line_by_line(cli, fake, tenant, store, tmp_path) -> None:
+    """Every failure was kept for the summary: a file of a million failing
+    lines held a million records (a 1 GB file of ``{}`` lines, over 100 GB).
+    The text summary shows the first failures; ``--json`` still lists them
+    all, read back from a temporary file as they are printed. (A line's
+    error also held its traceback, whose frames held the line: a cycle only
+    the collector freed, thousands of lines late.)"""
+    import tracemalloc
+
+    def peak(lines: int) -> int:
+        path = tmp_path / f"bad{lines}.jsonl"
+        path.write_bytes(b'{"name": "x"}\n' * lines)
+        tracemalloc.start()
+        try:
+            result = cli(*tenant, "job", "import", str(path))
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+            assert result.code == 1 and f"{lines} failed" in result.out
+
+    small, large = peak(4_000), peak(40_000)  # both past the lines a full pipeline holds
+    assert large < 2 * small, (small, large)
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"name": "x"}\n' * 3_000)
+    summary = json.loads(cli(*tenant, "--json", "job", "import", str(path)).out)
+    assert summary["failed"] == 3_000 and [f["line"] for f in summary["failures"]] == list(range(1, 3_001))
+    assert {f["field"] for f in summary["failures"]} == {"cron"}

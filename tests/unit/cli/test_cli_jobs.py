@@ -462,3 +462,18 @@ def test_backfill_waits_out_the_request_rate_its_chunks_are_charged_and_asks_aga
     with pytest.raises(TickwheelError):
         backfill_in_chunks(call, *window, sleep=waited.append)
     assert waited == [0.25, 0.5], "another quota is not waited out"
+
+
+@pytest.mark.parametrize("payload, reason", [
+    ("[" * 100_000, "nested deeper than 64"),
+    ('{"amount": NaN}', "NaN is not JSON"),
+    ('{"a": 1, "a": 2}', "given twice"),
+    ('"\udcff"', "not UTF-8"),  # a byte of argv that is not UTF-8, as Python decodes it
+])  # fmt: skip
+def test_a_hostile_payload_flag_is_a_usage_error_and_nothing_is_sent(cli, fake, tenant, payload, reason) -> None:
+    """``--payload`` was checked with json.loads: 100 000 ``[`` raised
+    RecursionError out of the command (a traceback), NaN and a key given
+    twice were sent, and argv's non-UTF-8 bytes raised UnicodeEncodeError."""
+    result = cli(*tenant, "job", "trigger", "job_01NEW", "--payload", payload)
+    assert result.code == 2 and reason in result.err, result.err
+    assert fake.calls == []
