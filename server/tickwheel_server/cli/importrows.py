@@ -29,6 +29,7 @@ from typing import Any
 
 from tickwheel_server.cli import jsontext
 from tickwheel_server.cli.parse import UsageError, parse_duration, parse_instant
+from tickwheel_server.transport import MAX_REQUEST_BYTES
 
 __all__ = [
     "IGNORED_KEYS",
@@ -45,6 +46,9 @@ STRING_KEYS = (
     "dst_repeat", "calendar", "calendar_rule",
 )  # fmt: skip
 INT_KEYS = ("max_attempts", "max_runs")
+MAX_JOB_BYTES = MAX_REQUEST_BYTES - 1024
+"""A job that one request carries, with its request id and framing (``1E9``
+in a payload is sent as ``1000000000.0``: a line under its bound may be over)."""
 INT_MAX = {"max_attempts": 2**31 - 1, "max_runs": 2**63 - 1, "concurrency_keys": 2**31 - 1}
 """The largest value each integer's protobuf field holds (int32, int64)."""
 BOOL_KEYS = ("exact",)
@@ -269,4 +273,8 @@ def job_from_row(row: dict[str, Any], *, csv: bool) -> Any:
             job.concurrency_keys.add(key=key, limit=limit)
     except (UsageError, ValueError, TypeError) as error:  # a lone surrogate is a ValueError too
         raise RowError("", str(error)) from None
+    size = job.ByteSize()
+    if size > MAX_JOB_BYTES:  # its call would be refused whole, every job beside it with it
+        mostly = "payload" if len(job.payload) * 2 > size else ""
+        raise RowError(mostly, f"the job is {size} bytes serialized; a request carries at most {MAX_REQUEST_BYTES}")
     return job

@@ -28,6 +28,7 @@ import csv
 import io
 import json
 import os
+import re
 import sys
 import tempfile
 import textwrap
@@ -174,15 +175,25 @@ def read_csv(lines: LineReader) -> tuple[list[str], Iterator[Line]]:
     too_long: set[int] = set()
     not_utf8: set[int] = set()
     physical = 0
+    record_bytes = 0  # of the record being read; records() sets it to 0 between records
 
     def text() -> Iterator[str]:
-        nonlocal physical
+        nonlocal physical, record_bytes
         for raw in lines:
             physical += 1
             if raw is None:
                 too_long.add(physical)
                 yield "\n"  # an empty record in its place, reported below
                 continue
+            if record_bytes and record_bytes + len(raw) > MAX_LINE_BYTES:
+                # A line of a record already begun starts inside a quoted
+                # cell; past the bound only its quotes are read, so that the
+                # record ends where it does and nothing more of it is held.
+                too_long.add(physical)
+                record_bytes = MAX_LINE_BYTES + 1
+                yield "" if _ends_quoted(raw) else '"\n'
+                continue
+            record_bytes += len(raw)
             try:
                 yield raw.decode("utf-8")
             except UnicodeDecodeError:
@@ -197,6 +208,7 @@ def read_csv(lines: LineReader) -> tuple[list[str], Iterator[Line]]:
         return [], iter(())
     except csv.Error as error:
         raise UsageError(f"the CSV header cannot be read: {error}") from None
+    record_bytes = 0
     header = [name.strip() for name in header]
     unknown = [n for n in header if n not in KNOWN_KEYS and n not in IGNORED_KEYS]
     if unknown:
@@ -205,8 +217,10 @@ def read_csv(lines: LineReader) -> tuple[list[str], Iterator[Line]]:
         raise UsageError("a CSV column is named twice")
 
     def records() -> Iterator[Line]:
+        nonlocal record_bytes
         previous = reader.line_num
         while True:
+            record_bytes = 0
             try:
                 cells = next(reader)
             except StopIteration:
@@ -232,6 +246,29 @@ def read_csv(lines: LineReader) -> tuple[list[str], Iterator[Line]]:
             yield line
 
     return header, records()
+
+
+_CSV_TOKENS = re.compile(rb'"|,|[\r\n]|[^",\r\n]+')
+
+
+def _ends_quoted(raw: bytes) -> bool:
+    """Whether a line that starts inside a quoted cell ends inside one, by
+    the csv module's rules for its default dialect: ``""`` in a quoted cell
+    is a quote; a quote opens a cell only at its start; a line break ends
+    the record outside quotes. A run of other bytes counts as one."""
+    state = "quoted"  # or "start" (of a cell), "plain" (in an unquoted cell), "closed" (a quote in a quoted cell)
+    for token in _CSV_TOKENS.findall(raw):
+        if state == "quoted":
+            state = "closed" if token == b'"' else "quoted"
+        elif token in (b"\r", b"\n"):
+            return False
+        elif token == b",":
+            state = "start"
+        elif token == b'"' and state in ("start", "closed"):
+            state = "quoted"
+        else:
+            state = "plain"
+    return state == "quoted"
 
 
 # --- the outcome -------------------------------------------------------------------------

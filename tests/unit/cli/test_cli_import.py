@@ -584,3 +584,49 @@ def test_failures_are_not_held_in_memory_line_by_line(cli, fake, tenant, store, 
     summary = json.loads(cli(*tenant, "--json", "job", "import", str(path)).out)
     assert summary["failed"] == 3_000 and [f["line"] for f in summary["failures"]] == list(range(1, 3_001))
     assert {f["field"] for f in summary["failures"]} == {"cron"}
+
+
+def test_a_line_whose_job_no_call_carries_fails_alone(cli, fake, tenant, store, tmp_path) -> None:
+    """A line under the 4 MiB line bound can still make a job over the 4 MiB
+    a request may be (``1E9`` is sent as ``1000000000.0``, as ever): its call was
+    refused whole (RESOURCE_EXHAUSTED), every line beside it failed and the
+    rest of the file was not sent."""
+    big = '{"name": "big", "cron": "0 2 * * *", "handler": "h", "payload": [' + ",".join(["1E9"] * 350_000) + "]}"
+    assert len(big) < jobimport.MAX_LINE_BYTES
+    path = _jsonl(tmp_path, _line(name="before"), big, _line(name="after"))
+    result = cli(*tenant, "--json", "job", "import", str(path), "--parallel", "1")
+    assert result.code == 1, result.err
+    summary = json.loads(result.out)
+    assert [(f["line"], f["code"], f["field"]) for f in summary["failures"]] == [(2, "INVALID_ARGUMENT", "payload")]
+    assert "4194304" in summary["failures"][0]["reason"] and summary["call_error"] is None
+    assert [i.job.name for i in _items(fake)] == ["before", "after"]
+
+
+def test_a_csv_record_is_bounded_as_a_line_is_and_the_next_is_read_in_step(cli, fake, tenant, store,
+                                                                           tmp_path) -> None:
+    """A quoted cell may hold line breaks, so a record spans lines: each line
+    was bounded, the record not. Twenty cells of 3 MiB, each broken over
+    two lines, made a record of 60 MiB held at once (tracemalloc peaked
+    at 85 MB against 44 MB for two). A record now counts as a line; past
+    4 MiB the rest of it is read for its quotes alone, so the records
+    after it are read in step (a line inside the long cell that looks like
+    a record is not one)."""
+    import tracemalloc
+
+    def peak(cells: int) -> tuple[int, dict]:
+        table = tmp_path / f"wide{cells}.csv"
+        cell = '"' + "x" * (3 * 2**20) + '\nevil,0 2 * * *,echo\n' + 'y""' * 1000 + '"'
+        table.write_text("name,cron,handler\n" + "a," + ",".join([cell] * cells) + "\n" + "b,0 2 * * *,echo\n")
+        tracemalloc.start()
+        try:
+            result = cli(*tenant, "--json", "job", "import", str(table))
+            return tracemalloc.get_traced_memory()[1], json.loads(result.out)
+        finally:
+            tracemalloc.stop()
+
+    (small, narrow), (large, wide) = peak(2), peak(20)
+    assert large < 2 * small, (small, large)
+    for summary in narrow, wide:
+        assert [(f["line"], f["field"]) for f in summary["failures"]] == [(2, "")], summary["failures"]
+        assert "longer than" in summary["failures"][0]["reason"]
+    assert [i.job.name for i in _items(fake)] == ["b", "b"]
