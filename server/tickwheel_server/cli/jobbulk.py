@@ -71,7 +71,9 @@ def _lines(a: argparse.Namespace) -> Iterator[tuple[int, str]]:
         except OSError as error:
             raise UsageError(f"--file: {error.strerror or error}: {a.file}") from None
     try:
-        for number, line in enumerate(stream, start=1):
+        number = 0
+        while line := stream.readline(MAX_LINE + 1):  # never more of a line than it may hold
+            number += 1
             if len(line) > MAX_LINE:
                 raise UsageError(f"--file line {number}: longer than {MAX_LINE} characters")
             text = line.strip()

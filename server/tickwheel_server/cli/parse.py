@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 import sys
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 from tickwheel_server.cli import jsontext
+from tickwheel_server.transport import MAX_REQUEST_BYTES
 
 __all__ = [
     "UsageError",
@@ -72,7 +72,8 @@ def read_payload(json_text: str | None, file_name: str | None) -> bytes | None:
     """The payload bytes: ``--payload`` must be JSON (read strictly, as
     :func:`~tickwheel_server.cli.jsontext.loads` reads it) and is sent as
     given (UTF-8); ``--payload-file`` is sent byte for byte (``-`` reads
-    stdin). None when neither was given."""
+    stdin; more than :data:`MAX_REQUEST_BYTES` is refused unread). None
+    when neither was given."""
     if json_text is not None:
         try:
             jsontext.loads(json_text)
@@ -83,12 +84,18 @@ def read_payload(json_text: str | None, file_name: str | None) -> bytes | None:
         except UnicodeEncodeError:  # argv's bytes that are not UTF-8 arrive as lone surrogates
             raise UsageError("--payload is not UTF-8 text") from None
     if file_name is not None:
+        # Read no more than a request carries: /dev/zero has no end.
         if file_name == "-":
-            return sys.stdin.buffer.read()
-        try:
-            return Path(file_name).read_bytes()
-        except OSError as error:
-            raise UsageError(f"--payload-file: {error.strerror or error}: {file_name}") from None
+            data = sys.stdin.buffer.read(MAX_REQUEST_BYTES + 1)
+        else:
+            try:
+                with open(file_name, "rb") as stream:
+                    data = stream.read(MAX_REQUEST_BYTES + 1)
+            except OSError as error:
+                raise UsageError(f"--payload-file: {error.strerror or error}: {file_name}") from None
+        if len(data) > MAX_REQUEST_BYTES:
+            raise UsageError(f"--payload-file: {file_name} is more than {MAX_REQUEST_BYTES} bytes: no request carries it")
+        return data
     return None
 
 

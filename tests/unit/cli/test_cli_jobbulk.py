@@ -182,3 +182,23 @@ def test_resumes_refused_over_the_request_rate_are_sent_again_after_the_wait(cli
     assert sent == [["job_a", "full_x", "job_b", "job_c"], ["job_b", "job_c"], ["job_c"]]
     assert result.code == 1 and result.out.startswith("resumed 3 of 4 job(s), 1 failed")
     assert "full_x: RESOURCE_EXHAUSTED: max_jobs" in result.err
+
+
+def test_a_huge_line_in_a_file_of_ids_is_refused_unheld(cli, fake, tenant, tmp_path) -> None:
+    """Each line was read whole before its length was checked: a 64 MiB line
+    (or ``--file /dev/zero``, one line without end) was held in memory."""
+    import tracemalloc
+
+    path = tmp_path / "ids.txt"
+    with path.open("wb") as out:
+        out.write(b"job_01A\n")
+        out.truncate(64 * 2**20)  # NUL bytes to the end: one line of 64 MiB
+    tracemalloc.start()
+    try:
+        result = cli(*tenant, "job", "delete", "--file", str(path))
+        held = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert result.code == 2 and "line 2: longer than 1024" in result.err, result.err
+    assert held < 8 * 2**20, held
+    assert fake.calls == []

@@ -477,3 +477,17 @@ def test_a_hostile_payload_flag_is_a_usage_error_and_nothing_is_sent(cli, fake, 
     result = cli(*tenant, "job", "trigger", "job_01NEW", "--payload", payload)
     assert result.code == 2 and reason in result.err, result.err
     assert fake.calls == []
+
+
+@pytest.mark.parametrize("source", ["big", "/dev/zero"])
+def test_a_payload_file_larger_than_any_request_is_refused_unread(cli, fake, tenant, tmp_path, source) -> None:
+    """``--payload-file`` was read whole: ``/dev/zero`` grew without end and
+    a 64 MiB file was sent, for the server to refuse (RESOURCE_EXHAUSTED)."""
+    path = source
+    if source == "big":
+        with (tmp_path / "payload.bin").open("wb") as out:
+            out.truncate(64 * 2**20)
+        path = str(tmp_path / "payload.bin")
+    result = cli(*tenant, "job", "trigger", "job_01NEW", "--payload-file", path)
+    assert result.code == 2 and "more than 4194304 bytes" in result.err, result.err
+    assert fake.calls == []
