@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from tickwheel_server.cli.parse import read_at_most
 from tickwheel_server.schedule.businessdays import MAX_DATE, MIN_DATE
 
 MAX_ICS_BYTES = 8 * 1024 * 1024
@@ -62,8 +63,7 @@ class IcsHolidays:
 def read_ics(path: str) -> bytes:
     """At most :data:`MAX_ICS_BYTES` of ``path``; IcsError when it is larger or unreadable."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_ICS_BYTES + 1)
+        data = read_at_most(path, MAX_ICS_BYTES)
     except OSError as error:
         raise IcsError(f"{error.strerror or error}: {path}") from None
     if len(data) > MAX_ICS_BYTES:

@@ -19,6 +19,7 @@ __all__ = [
     "parse_instant",
     "parse_key_limit",
     "parse_key_value",
+    "read_at_most",
     "read_payload",
 ]
 
@@ -84,19 +85,23 @@ def read_payload(json_text: str | None, file_name: str | None) -> bytes | None:
         except UnicodeEncodeError:  # argv's bytes that are not UTF-8 arrive as lone surrogates
             raise UsageError("--payload is not UTF-8 text") from None
     if file_name is not None:
-        # Read no more than a request carries: /dev/zero has no end.
-        if file_name == "-":
-            data = sys.stdin.buffer.read(MAX_REQUEST_BYTES + 1)
-        else:
-            try:
-                with open(file_name, "rb") as stream:
-                    data = stream.read(MAX_REQUEST_BYTES + 1)
-            except OSError as error:
-                raise UsageError(f"--payload-file: {error.strerror or error}: {file_name}") from None
+        try:
+            data = sys.stdin.buffer.read(MAX_REQUEST_BYTES + 1) if file_name == "-" else \
+                read_at_most(file_name, MAX_REQUEST_BYTES)
+        except OSError as error:
+            raise UsageError(f"--payload-file: {error.strerror or error}: {file_name}") from None
         if len(data) > MAX_REQUEST_BYTES:
             raise UsageError(f"--payload-file: {file_name} is more than {MAX_REQUEST_BYTES} bytes: no request carries it")
         return data
     return None
+
+
+def read_at_most(path: str, limit: int) -> bytes:
+    """``path``'s bytes, read no further than ``limit`` and one byte: more
+    than ``limit`` says the file is larger (/dev/zero has no end). OSError
+    as ``open`` raises it."""
+    with open(path, "rb") as stream:
+        return stream.read(limit + 1)
 
 
 def parse_key_value(text: str, *, option: str, separator: str = "=") -> tuple[str, str]:
