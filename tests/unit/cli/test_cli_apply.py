@@ -183,3 +183,24 @@ def test_updates_refused_over_the_request_rate_are_sent_again_after_the_wait(cli
     assert steps == {"one": ("update", "updated"), "two": ("update", "updated")}
     sent = [[item.job.id for item in call.items] for call in fake.requests("BatchUpdateJobs")]
     assert sent == [["job_1", "job_2"], ["job_2"]]
+
+
+def test_a_device_without_end_or_a_fifo_is_read_to_the_bound_only(cli, fake, tenant, store, tmp_path) -> None:
+    """Guard (red team, round 4): ``-f /dev/zero`` reports a size of 0 and
+    has no end; it is read to the file bound and refused, nothing sent. A
+    FIFO is read as the file it streams."""
+    import os
+    import threading
+
+    result = cli(*tenant, "apply", "-f", "/dev/zero", "--format", "toml")
+    assert result.code == 2 and "at most" in result.err, result.err
+    assert fake.calls == []
+
+    fifo = tmp_path / "jobs.toml"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text('[[jobs]]\nname = "a"\ncron = "0 2 * * *"\nhandler = "h"'))
+    writer.start()
+    result = cli(*tenant, "apply", "-f", str(fifo), "--yes")
+    writer.join()
+    assert result.code == 0, result.err + result.out
+    assert [job.name for job in store.jobs.values()] == ["a"]

@@ -630,3 +630,21 @@ def test_a_csv_record_is_bounded_as_a_line_is_and_the_next_is_read_in_step(cli, 
         assert [(f["line"], f["field"]) for f in summary["failures"]] == [(2, "")], summary["failures"]
         assert "longer than" in summary["failures"][0]["reason"]
     assert [i.job.name for i in _items(fake)] == ["b", "b"]
+
+
+def test_a_fifo_crlf_lines_and_no_final_newline_are_read_as_a_file(cli, fake, tenant, store, tmp_path) -> None:
+    """Guard (red team, round 4): a FIFO has no size (no share of the file
+    for the progress line), CRLF ends a line as LF does, and a last line
+    without its newline is a line."""
+    import os
+    import threading
+
+    fifo = tmp_path / "jobs.jsonl"
+    os.mkfifo(fifo)
+    data = (_line(name="a") + "\r\n" + _line(name="b") + "\n" + _line(name="c")).encode()
+    writer = threading.Thread(target=fifo.write_bytes, args=(data,))
+    writer.start()
+    result = cli(*tenant, "job", "import", str(fifo))
+    writer.join()
+    assert result.code == 0, result.err + result.out
+    assert [i.job.name for i in _items(fake)] == ["a", "b", "c"]
