@@ -229,8 +229,7 @@ def job_from_row(row: dict[str, Any], *, csv: bool) -> Any:
     if "exact" in given:
         flags["exact"] = _bool("exact", given["exact"], csv) or None
     maps = {key: _map(key, given[key], csv) for key in MAP_KEYS if key in given}
-    if "payload" in given:
-        flags["payload"] = _payload(given["payload"], csv)
+    payload = _payload(given["payload"], csv) if "payload" in given else None
 
     if not flags["name"]:
         raise RowError("name", "required")
@@ -265,6 +264,8 @@ def job_from_row(row: dict[str, Any], *, csv: bool) -> Any:
     job = job_pb2.Job()
     try:
         apply_spec(job, argparse.Namespace(**flags))
+        if payload is not None:  # checked by _payload: not read again as --payload would be
+            job.payload = payload.encode("utf-8")
         if "headers" in maps:
             job.target.http.headers.update({k.strip(): v.strip() for k, v in maps["headers"].items()})
         if "labels" in maps:

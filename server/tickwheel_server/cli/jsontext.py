@@ -38,10 +38,12 @@ class JsonError(ValueError):
         self.reason = reason
 
 
-class _Object(dict):  # type: ignore[type-arg]
-    """An object as read, remembering a key it was given twice."""
+class _Twice(dict):  # type: ignore[type-arg]
+    """An object as read that gave ``twice`` twice."""
 
-    twice: str | None = None
+    def __init__(self, pairs: list[tuple[str, Any]], twice: str) -> None:
+        super().__init__(pairs)
+        self.twice = twice
 
 
 class _Constant:
@@ -52,28 +54,44 @@ class _Constant:
         self.name = name
 
 
-def _object(pairs: list[tuple[str, Any]]) -> _Object:
-    value = _Object(pairs)
-    if len(value) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                value.twice = key
-                break
-            seen.add(key)
-    return value
+class _Inexact(Exception):
+    """A Decimal no float is: :func:`dumps` writes its digits itself."""
 
 
 def loads(text: str) -> Any:
     """The one JSON value ``text`` holds. Raises :class:`JsonError` for text
     that is not JSON, nests deeper than :data:`MAX_DEPTH`, holds ``NaN`` or
     ``Infinity`` or gives a key twice in one object."""
+    suspect = []  # a key twice or a constant seen: the walk below finds where
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        value = dict(items)
+        if len(value) == len(items):
+            return value
+        suspect.append(True)
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen:
+                break
+            seen.add(key)
+        return _Twice(items, key)
+
+    def constant(name: str) -> _Constant:
+        suspect.append(True)
+        return _Constant(name)
+
     try:
-        value = json.loads(text, object_pairs_hook=_object, parse_float=Decimal, parse_constant=_Constant)
+        value = json.loads(text, object_pairs_hook=pairs, parse_float=Decimal, parse_constant=constant)
     except RecursionError:
         raise JsonError("", f"nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as error:
         raise JsonError("", f"not valid JSON: {error}") from None
+    if suspect or text.count("[") + text.count("{") > MAX_DEPTH:  # fewer brackets cannot nest deeper
+        _check(value)
+    return value
+
+
+def _check(value: Any) -> None:
     stack: list[tuple[Any, int, str]] = [(value, 1, "")]
     while stack:
         item, depth, key = stack.pop()
@@ -81,13 +99,12 @@ def loads(text: str) -> Any:
             raise JsonError(key, f"nested deeper than {MAX_DEPTH} levels")
         if isinstance(item, _Constant):
             raise JsonError(key, f"{item.name} is not JSON (no JSON number is infinite or not a number)")
-        if isinstance(item, _Object):
-            if item.twice is not None:
+        if isinstance(item, dict):
+            if isinstance(item, _Twice):
                 raise JsonError(key or item.twice, f"the key {item.twice[:60]!r} is given twice")
             stack.extend((child, depth + 1, key or name) for name, child in item.items())
         elif isinstance(item, list):
             stack.extend((child, depth + 1, key) for child in item)
-    return value
 
 
 def dumps(value: Any) -> str:
@@ -97,10 +114,28 @@ def dumps(value: Any) -> str:
     text always encodes. Raises ValueError for a float NaN or infinity,
     TypeError for a value JSON has no form for; the caller bounds the
     nesting (at most :data:`MAX_DEPTH`)."""
+    try:  # the common case, in C: every Decimal a float
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_as_float)
+        text.encode("utf-8")
+        return text
+    except (_Inexact, UnicodeEncodeError):
+        return _dumps(value)
+
+
+def _as_float(value: Any) -> float:
+    if isinstance(value, Decimal):
+        approximate = float(value)
+        if math.isfinite(approximate) and Decimal(repr(approximate)) == value:
+            return approximate
+        raise _Inexact
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _dumps(value: Any) -> str:
     if isinstance(value, dict):
-        return "{" + ",".join(f"{_string(str(k))}:{dumps(v)}" for k, v in value.items()) + "}"
+        return "{" + ",".join(f"{_string(str(k))}:{_dumps(v)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(dumps(v) for v in value) + "]"
+        return "[" + ",".join(_dumps(v) for v in value) + "]"
     if isinstance(value, str):
         return _string(value)
     if isinstance(value, Decimal):
@@ -113,10 +148,10 @@ def _number(value: Decimal) -> str:
     as before Decimals were kept), the digits as written where it is not."""
     if not value.is_finite():
         raise ValueError(f"{value} is not JSON")
-    approximate = float(value)
-    if math.isfinite(approximate) and Decimal(repr(approximate)) == value:
-        return repr(approximate)
-    return str(value)
+    try:
+        return repr(_as_float(value))
+    except _Inexact:
+        return str(value)
 
 
 def _string(text: str) -> str:
