@@ -125,7 +125,8 @@ def dumps(value: Any) -> str:
 def _as_float(value: Any) -> float:
     if isinstance(value, Decimal):
         approximate = float(value)
-        if math.isfinite(approximate) and Decimal(repr(approximate)) == value:
+        text = repr(approximate)
+        if text == str(value) or (math.isfinite(approximate) and Decimal(text) == value):  # the first, cheaper
             return approximate
         raise _Inexact
     raise TypeError(f"{type(value).__name__} is not JSON")
