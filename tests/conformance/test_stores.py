@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 
 from tickwheel_server.errors import AlreadyExists, NotFound, QuotaExceeded, VersionConflict
-from tickwheel.shared.ids import new_job_id
+from tickwheel.shared.ids import new_job_id, to_us
 from tickwheel_server.store.credentials import WorkerCredentialStore
 from tickwheel_server.store.jobrecords import NewJob
 from tickwheel_server.store.jobs import JobStore
@@ -127,6 +128,28 @@ async def test_worker_credentials(migrated_engine, clock, tenants: TenantStore) 
     await workers.revoke(issued.credential.id)
     assert await workers.verify(issued.secret) is None
     assert await workers.list() == []
+
+
+async def test_a_tenants_credentials_are_listed_whatever_other_tenants_hold(migrated_engine, clock,
+                                                                             tenants: TenantStore) -> None:
+    """Red team, round 4: the listing read the newest 1 000 live
+    credentials of every tenant and kept the tenant's among them, so a
+    tenant's credential issued before 1 000 of other tenants' was in no
+    ListWorkerCredentials answer: an operator could not find it to revoke
+    it. The tenant is now chosen in the statement."""
+    from tickwheel_server.store.tables import worker_credentials
+
+    for name in ("acme", "other", "acm", "ACME"):
+        await tenants.create(Tenant(name=name))
+    workers = WorkerCredentialStore(migrated_engine, clock)
+    mine = await workers.issue(["acme"], [], http=True)
+    clock.advance(1)
+    rows = [dict(id=f"wc{i:05d}", secret_hash=b"x", tenants=json.dumps(["acm", "ACME", "other"]), handlers="[]",
+                 http=True, description="", created_at=to_us(clock.now()), revoked_at=None) for i in range(1001)]
+    with migrated_engine.begin() as conn:
+        conn.execute(worker_credentials.insert(), rows)
+    assert [c.id for c in await workers.list("acme")] == [mine.credential.id]
+    assert len(await workers.list("other")) == 1000 and len(await workers.list()) == 1000
 
 
 async def test_job_create_is_idempotent_by_request_id(tenants: TenantStore, jobs: JobStore, clock) -> None:

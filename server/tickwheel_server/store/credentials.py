@@ -22,6 +22,8 @@ from .tables import tenants, worker_credentials
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 LIVE_BATCH = 1000
 """Credential ids per ``IN`` list of :meth:`WorkerCredentialStore.live`."""
+LIST_LIMIT = 1000
+"""Credentials one :meth:`WorkerCredentialStore.list` answers."""
 
 
 @dataclass(frozen=True)
@@ -152,15 +154,23 @@ class WorkerCredentialStore(SqlStore):
         return await self._tx(fn)
 
     async def list(self, tenant: str = "") -> list[WorkerCredential]:
-        """Live credentials, newest first; only those serving ``tenant`` when given."""
+        """Live credentials, newest first, at most :data:`LIST_LIMIT`; only
+        those serving ``tenant`` when given, chosen by the statement (the
+        newest of every tenant's, then the tenant's among them, once left
+        a tenant's older ones out of every answer)."""
 
         def fn(conn: Connection) -> list[WorkerCredential]:
             query = (
                 sa.select(worker_credentials)
                 .where(worker_credentials.c.revoked_at.is_(None))
                 .order_by(worker_credentials.c.created_at.desc(), worker_credentials.c.id)
-                .limit(1000)
+                .limit(LIST_LIMIT)
             )
+            if tenant:
+                # Its name as the JSON list holds it, found case-sensitively
+                # (SQLite's LIKE is not); the exact check follows.
+                position = sa.func.instr if self.caps.is_sqlite else sa.func.strpos
+                query = query.where(position(worker_credentials.c.tenants, json.dumps(tenant)) > 0)
             found = [_from_row(row) for row in conn.execute(query)]
             return [c for c in found if not tenant or tenant in c.tenants]
 
