@@ -9,7 +9,13 @@ Each repetition puts ``--rows`` ready executions in tenant ``bench``
 pooled connection: a hand-out round (``hand_out_ready``, which locks and
 takes them), a result batch for half of them (``record_results``,
 successes: the read ``FOR UPDATE`` and the writes), and the requeue of the
-rest as a dead session's (``reap_owner``, ``SKIP LOCKED``).
+rest as a dead session's (``reap_owner``, ``SKIP LOCKED``). With
+``--unheld N``, N of the rest are first marked not held by their worker and
+given back by the reaper's ``release_unheld`` (under the trace too); with
+``--deleted N``, the jobs of N of the rest are deleted before, so the reap
+(or the give-back) ends their runs canceled. Each of those steps also
+reports its statements per run it ended (``per_run``): issue 17's "no
+per-row round trips" holds when that falls as the batch grows.
 
 The limit is what each tree's ``app.py`` gives the server's engine from a
 default ``ServerConfig``: ``store_idle_limit`` where the config has it, else
@@ -49,10 +55,28 @@ def server_idle_limit(config: ServerConfig) -> float:
     return getattr(config, "store_idle_limit", config.store_idle_in_transaction_timeout)
 
 
+def _mark_rest(engine, owner: str, unheld: int, deleted: int) -> None:
+    """Of ``owner``'s running rows in id order: the first ``unheld`` marked
+    not held by their worker (as a hello that did not list them marks them),
+    the jobs of the last ``deleted`` deleted (as DeleteJob leaves a running run)."""
+    with engine.begin() as conn:
+        if unheld:
+            conn.exec_driver_sql(
+                "UPDATE executions SET unheld_delivery = delivery, worker_id = COALESCE(worker_id, 'w1') "
+                "WHERE id IN (SELECT id FROM executions WHERE owner = %(o)s AND status = 'running' "
+                "ORDER BY id LIMIT %(n)s)", {"o": owner, "n": unheld})
+        if deleted:
+            conn.exec_driver_sql(
+                "DELETE FROM jobs WHERE id IN (SELECT job_id FROM executions WHERE owner = %(o)s "
+                "AND status = 'running' ORDER BY id DESC LIMIT %(n)s)", {"o": owner, "n": deleted})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--unheld", type=int, default=0, help="running rows given back by release_unheld first")
+    parser.add_argument("--deleted", type=int, default=0, help="running rows whose job is deleted before the reap")
     parser.add_argument("--pg", help="a PostgreSQL URL to use instead of a throwaway server")
     args = parser.parse_args()
     config = ServerConfig(store="postgresql://unused", etcd="memory", admin_token="t" * 16)
@@ -80,12 +104,24 @@ def main() -> None:
             with client_messages(engine) as (messages, _):
                 acks = asyncio.run(queue.outcomes.record_results(results))
             counts["record_results"] = _sent(messages)[:2]
+            _mark_rest(engine, "s1", args.unheld, args.deleted)
+            ended = {}
+            if args.unheld:
+                with client_messages(engine) as (messages, _):
+                    released = asyncio.run(queue.requeues.release_unheld("s1"))
+                counts["release_unheld"] = _sent(messages)[:2]
+                ended["release_unheld"] = args.unheld
             with client_messages(engine) as (messages, _):
                 reaped = asyncio.run(queue.requeues.reap_owner("s1", "the server's session expired"))
             counts["reap_owner"] = _sent(messages)[:2]
+            ended["reap_owner"] = len(reaped.requeued) + len(reaped.canceled)
             runs.append({
                 "handed": len(handed), "recorded": sum(a.accepted for a in acks), "reaped": len(reaped.requeued),
-                **{what: {"round_trips": trips, "statements": statements} for what, (trips, statements) in counts.items()},
+                "canceled": len(reaped.canceled),
+                **({"released": len(getattr(released, "back", released))} if args.unheld else {}),
+                **{what: {"round_trips": trips, "statements": statements,
+                          **({"per_run": round(statements / ended[what], 3)} if ended.get(what) else {})}
+                   for what, (trips, statements) in counts.items()},
             })
         engine.dispose()
     print(json.dumps({"rows": args.rows, "idle_in_transaction_session_timeout": limit,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tickwheel_server.store import arming, claim_handout, claim_reads, claim_writes, handout, handout_starts
-from tickwheel_server.store import handout_tenants, isolation, outcomes, partitions, plain_successes
+from tickwheel_server.store import arming, attempt_writes, claim_handout, claim_reads, claim_writes, handout
+from tickwheel_server.store import handout_starts, handout_tenants, isolation, outcomes, partitions, plain_successes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "loadtest"))
 
@@ -43,7 +43,7 @@ STORE = {
     ],
     "start": [arming._START],
     "outcome": [
-        outcomes._RESULT_ROWS, outcomes._RECORD_OUTCOMES, outcomes._INSERT_ATTEMPTS, outcomes._JOB_SPECS,
+        outcomes._RESULT_ROWS, outcomes._RECORD_OUTCOMES, attempt_writes._INSERT_ATTEMPTS, outcomes._JOB_SPECS,
         plain_successes.RECORD_SUCCESSES, isolation._JOBS_WITH_WAITERS,
     ],
 }

@@ -54,6 +54,7 @@ from .executions import (
     NOT_HELD, TERMINAL, DeadLetter, DeadLetterHook, ResultAck, ResultIn, Retry, attempt_row, dead_lettered,
 )
 from . import manualslots
+from .attempt_writes import insert_attempts
 from .isolation import release_slots, wake_jobs
 from .peertext import stored_error
 from .plain_successes import RECORD_SUCCESSES, PlainSuccesses, on_row, plain_success
@@ -88,19 +89,6 @@ _RESULT_ROWS = driver_sql(
 
 # The definitions of some jobs (PostgreSQL and CockroachDB), by primary key.
 _JOB_SPECS = driver_sql("SELECT j.id, j.spec, j.version FROM jobs AS j WHERE j.id = ANY (CAST(:ids AS TEXT[]))")
-
-# A batch of attempt rows (PostgreSQL and CockroachDB) from parallel arrays: one statement,
-# not one per row.
-_ATTEMPT_COLUMNS = (
-    ("execution_id", "TEXT"), ("attempt", "INTEGER"), ("delivery", "INTEGER"), ("status", "TEXT"),
-    ("started_at", "BIGINT"), ("finished_at", "BIGINT"), ("lateness_us", "BIGINT"), ("worker_id", "TEXT"),
-    ("error", "TEXT"), ("waited_us", "BIGINT"), ("worker_started_at", "BIGINT"), ("output", "BYTEA"),
-)
-_INSERT_ATTEMPTS = driver_sql(
-    f"INSERT INTO attempts ({', '.join(name for name, _ in _ATTEMPT_COLUMNS)}) "
-    f"SELECT * FROM unnest({', '.join(f'CAST(:{name} AS {kind}[])' for name, kind in _ATTEMPT_COLUMNS)})"
-)
-
 
 class _ResultRow(NamedTuple):
     """An execution a result names, as :data:`_RESULT_ROWS` reads it."""
@@ -274,7 +262,7 @@ class OutcomeStore(SqlStore):
             if ended:
                 self._apply_outcomes(conn, successes, others, now_us)
                 if history:
-                    self._insert_attempts(conn, history)
+                    insert_attempts(conn, self.caps, history)
                 release_slots(conn, self.caps, [(row.tenant, row.held_keys) for row in ended])
                 # A manual run due to run again waits to start again: it takes its unit back.
                 manualslots.take_back(conn, requeued)
@@ -333,17 +321,6 @@ class OutcomeStore(SqlStore):
         if self.caps.row_locks:
             query = query.with_for_update(of=executions)
         return conn.execute(query).all()
-
-    def _insert_attempts(self, conn: Connection, history: list[dict]) -> None:
-        """Insert attempt rows: one statement over arrays on PostgreSQL and
-        CockroachDB, an executemany on SQLite."""
-        if not self.caps.is_sqlite:
-            arrays = {name: [row[name] for row in history] for name, _ in _ATTEMPT_COLUMNS}
-            # BYTEA[] from text: each element in the hex input format, NULL for none.
-            arrays["output"] = [None if out is None else "\\x" + out.hex() for out in arrays["output"]]
-            execute_arrays(conn, _INSERT_ATTEMPTS, arrays)
-            return
-        conn.execute(attempts.insert(), history)
 
     def _apply_outcomes(
         self, conn: Connection, successes: PlainSuccesses, others: list[dict], now_us: int

@@ -30,13 +30,14 @@ from sqlalchemy.engine import Connection
 from tickwheel.shared.ids import to_us
 
 from . import manualslots
+from .attempt_writes import insert_attempts
 from .base import SqlStore, driver_sql, execute_arrays
 from .executions import (
     CancelRequest, DeadLetter, DeadLetterHook, Lost, Reattached, RequeueResult, Retry, Running, attempt_row,
     dead_lettered,
 )
 from .isolation import release_slots, status_in, wake_jobs, wake_keys
-from .tables import attempts, concurrency_keys, executions
+from .tables import concurrency_keys, executions
 from .timeline import DELETED_REASON, NOT_STARTED, in_group
 from .unheld import disown, unheld_rows
 from .unsend import JOB_EXISTS, RUNNING_BY_ID, release_unsent, running_at_delivery, running_by_id, unsend
@@ -282,7 +283,7 @@ class RequeueStore(SqlStore):
             execute_arrays(conn, _REQUEUE_FROM_ARRAYS, {
                 name: [update[key] for update in updates] for name, key in _REQUEUE_ARRAYS.items()
             })
-        conn.execute(attempts.insert(), history)
+        insert_attempts(conn, self.caps, history)
         release_slots(conn, self.caps, [(row.tenant, row.held_keys) for row in rows])
         manualslots.take_back(conn, [(row.tenant, row.manual_slot) for row, update in zip(rows, updates)
                                      if update["b_status"] == "scheduled"])  # waiting to start again
