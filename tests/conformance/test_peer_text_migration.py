@@ -23,6 +23,7 @@ from tickwheel_server.store import create_store_engine, migrate
 from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.engine import capabilities
 from tickwheel_server.store.history import HistoryStore
+from tickwheel_server.store.requeue import RequeueStore
 from tickwheel_server.store.tables import alerts, api_keys, attempts, executions, jobs, tenants, worker_credentials
 from tickwheel_server.store.tenants import TenantStore
 
@@ -217,6 +218,28 @@ async def test_a_raw_row_the_migration_did_not_reach_reads_escaped(migrated_engi
     assert (await tenant_store.get("acme")).pause_reason == ESCAPED
     assert (await tenant_store.get("beta")).pause_reason == ACCEPTED
 
+
+
+async def test_a_raw_cancel_reason_the_migration_did_not_reach_reaches_the_worker_escaped(
+    migrated_engine,
+) -> None:
+    """A running row whose cancel request an earlier release stored raw:
+    the cancel sent to its worker (``cancel_requests``) carries the reason
+    escaped, and when the run ends canceled in a requeue (here its
+    session's reap) the reason it ends with is stored escaped."""
+    clock = FakeClock(autojump=True)
+    with migrated_engine.begin() as conn:
+        conn.execute(tenants.insert(), [_tenant("acme", "")])
+        conn.execute(jobs.insert(), [_job(0, "")])
+        conn.execute(executions.insert(), [{
+            **_execution(1, "", cancel=HOSTILE), "status": "running", "finished_at": None, "owner": "s1",
+            "worker_id": "w1", "handed_out_at": 1, "cancel_requested_at": 1}])
+    requeues = RequeueStore(migrated_engine, clock)
+    [request] = await requeues.cancel_requests("s1")
+    assert (request.execution_id, request.reason) == ("exe_001", ESCAPED)
+    assert (await requeues.reap_owner("s1", "session expired")).canceled == ["exe_001"]
+    with migrated_engine.connect() as conn:
+        assert conn.execute(sa.select(executions.c.status, executions.c.dead_reason)).one() == ("canceled", ESCAPED)
 
 @pytest.mark.postgres
 def test_a_row_rewritten_between_the_batch_s_read_and_its_update_keeps_the_new_text(

@@ -37,6 +37,7 @@ from .executions import (
     dead_lettered,
 )
 from .isolation import release_slots, status_in, wake_jobs, wake_keys
+from .peertext import escaped_text
 from .tables import concurrency_keys, executions
 from .timeline import DELETED_REASON, NOT_STARTED, in_group
 from .unheld import disown, unheld_rows
@@ -259,7 +260,7 @@ class RequeueStore(SqlStore):
             if row.cancel_requested_at is not None or not row.job_exists:  # it ends here, not run again
                 stopped = row.cancel_reason or ("canceled: by request" if row.job_exists else DELETED_REASON)
                 updates.append(dict(b_id=row.id, b_status="canceled", b_reaps=reaps, b_finished=now_us,
-                                    b_dead_reason=stopped, b_error=reason[:4096]))
+                                    b_dead_reason=escaped_text(stopped), b_error=reason[:4096]))
                 result.canceled.append(row.id)
                 finished_jobs.append(row.job_id)
             elif counts and reaps > self.poison_cap:
@@ -296,7 +297,8 @@ class RequeueStore(SqlStore):
     async def cancel_requests(self, owner: str, limit: int = 1000) -> list[CancelRequest]:
         """Running executions stamped with ``owner`` that someone asked to
         stop (a scan of the ``executions_cancel_requested`` partial index,
-        which holds only those)."""
+        which holds only those), each reason escaped (:func:`.peertext.escaped_text`:
+        a row an earlier release stored raw that migration 0036 has not reached)."""
 
         def fn(conn: Connection) -> list[CancelRequest]:
             query = (
@@ -309,7 +311,8 @@ class RequeueStore(SqlStore):
                 .order_by(executions.c.owner, executions.c.id)
                 .limit(limit)
             )
-            return [CancelRequest(r.id, r.delivery, r.cancel_reason or "canceled: by request") for r in conn.execute(query)]
+            return [CancelRequest(r.id, r.delivery, escaped_text(r.cancel_reason or "canceled: by request"))
+                    for r in conn.execute(query)]
 
         return await self._tx(fn)
 
