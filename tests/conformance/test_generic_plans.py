@@ -144,7 +144,7 @@ async def _exercise(engine, clock) -> list[Sent]:
         assert [r.execution_id for r in done.requeued] == ["open_2"]
         # A hello's mark (store/unheld.py) and the reaper's give-back: nothing to mark or give back here.
         assert await requeues.reattach("s9", "w9", [], tenants=("acme",), disown_since_us=0) == []
-        assert await requeues.release_unheld("s3") == []
+        assert await requeues.release_unheld("s3") == ([], [], 0)
         await requeues.release([("open_3", 1)])
         assert len((await requeues.reap_owner("s1", "session expired")).requeued) == 1  # open_1 ends canceled
         assert await requeues.wake_stalled() == 2  # the key's waiter and the job's
@@ -265,7 +265,7 @@ async def test_a_hello_reads_its_worker_s_running_rows_only_and_the_reaper_its_d
     with captured(engine) as seen:
         taken = await requeues.reattach("s9", "w7", [("busy_1", 1)], tenants=("acme", "globex"), disown_since_us=0)
         assert [r.execution_id for r in taken] == ["busy_1"]  # listed: re-attached; busy_2 and _3 marked
-        assert sorted(r.execution_id for r in await requeues.release_unheld("s7")) == ["busy_2", "busy_3"]
+        assert sorted(r.execution_id for r in (await requeues.release_unheld("s7")).back) == ["busy_2", "busy_3"]
     [(read, read_parameters, _)] = [s for s in seen if s.statement.lstrip().startswith("SELECT")
                                     and "worker_id =" in s.statement and "LIMIT" in s.statement]
     for mode, analyze in (("force_generic_plan", False), ("force_custom_plan", True)):

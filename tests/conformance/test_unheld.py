@@ -25,7 +25,7 @@ from tickwheel_server.store.credentials import WorkerCredential
 from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store import unheld
 from tickwheel_server.store.requeue import StreamGone
-from tickwheel_server.store.tables import attempts, executions
+from tickwheel_server.store.tables import attempts, executions, jobs
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
 from .test_armed_queue import finish, rows, sent, started_ahead
@@ -265,4 +265,31 @@ async def test_a_credential_saying_hello_in_a_loop_marks_only_within_its_budget(
     clock.advance(1)
     assert await s2.liveness.reattach(w1, []) == ([], [])
     assert state(migrated_engine)["e1"][4] == 1 and await reaper.reap_once() == 1
+    await leases.close()
+
+
+async def test_a_given_back_run_whose_job_is_gone_ends_canceled_and_wakes_no_wheel(migrated_engine, clock) -> None:
+    """s1 started e1 and e2 for w1 and died; e2's job was deleted while it
+    ran. w1's hello at s2 lists neither. The reaper's give-back puts e1
+    back and ends e2 ``canceled: job deleted`` (store/unsend.py), and only
+    e1 goes to the wheel: a wheel entry for e2 would only wake the gateway
+    for a row no round can hand out."""
+    from tickwheel_server.store.timeline import DELETED_REASON
+
+    _dead, _old = await started_ahead(migrated_engine, clock, "e1", "e2")
+    with migrated_engine.begin() as conn:
+        conn.execute(sa.delete(jobs).where(jobs.c.id == sa.select(executions.c.job_id).where(
+            executions.c.id == "e2").scalar_subquery()))
+    leases, s2, connections, reaper = await survivor(migrated_engine, clock)
+    woken: list[list[str]] = []
+    reaper._on_disarmed = lambda back: woken.append(sorted(r.execution_id for r in back))
+    assert await s2.liveness.reattach(connect(connections, clock), []) == ([], [])
+    assert await reaper.reap_once() == 2 and reaper.released == 2  # both ended, at once
+    assert woken == [["e1"]]
+    now = state(migrated_engine)
+    assert now["e1"][:3] == ("scheduled", 0, None) and now["e2"][:3] == ("canceled", 0, None)
+    with migrated_engine.connect() as conn:
+        assert conn.execute(sa.select(executions.c.dead_reason).where(executions.c.id == "e2")).scalar() \
+            == DELETED_REASON
+    assert attempt_rows(migrated_engine) == []
     await leases.close()

@@ -126,18 +126,22 @@ class Reaper:
     async def _release_unheld(self, owner: str) -> int:
         """Give back at once, no grace, the dead ``owner``'s running rows that
         the worker each was dealt to said, saying hello again, it does not
-        hold (started ahead and never sent: :mod:`..store.unheld`)."""
-        count = 0
+        hold (started ahead and never sent: :mod:`..store.unheld`). Only
+        those put back go to ``on_disarmed`` (the wheel); a run whose job
+        is gone ended canceled and has nothing to wake. Returns how many ended either way."""
+        count = canceled = 0
         while True:
-            back = await self._store.release_unheld(owner, self._batch)
-            count += len(back)
-            if back and self._on_disarmed is not None:  # given back as a disarm is: no attempt, no requeue
-                self._on_disarmed(back)
-            if len(back) < self._batch:
+            released = await self._store.release_unheld(owner, self._batch)
+            count += len(released.back) + len(released.canceled)
+            canceled += len(released.canceled)
+            if released.back and self._on_disarmed is not None:  # given back as a disarm is: no attempt, no requeue
+                self._on_disarmed(released.back)
+            if released.picked < self._batch:
                 break
         if count:
+            gone = f"; {canceled} of them canceled, their job deleted" if canceled else ""
             log.warning("reaper: gave back %d unsent executions of expired session %s (their worker does not "
-                        "hold them)", count, owner)
+                        "hold them%s)", count, owner, gone)
         self.released += count
         return count
 

@@ -82,7 +82,7 @@ def undo(conn: Connection, in_doubt: list[Doubt], now_us: int) -> None:
     for entry in in_doubt:
         for chunk in chunks(entry.items, _CHUNK):
             if entry.kind == HAND_OUT:
-                held += unsend(conn, caps, chunk, now_us=now_us, owner=entry.owner, at_us=entry.at_us)
+                held += unsend(conn, caps, chunk, now_us=now_us, owner=entry.owner, at_us=entry.at_us).slots
             elif entry.kind == ARM:
                 conn.execute(executions.update().where(
                     one_of(caps, executions.c.id, [ident for ident, _ in chunk]),

@@ -40,7 +40,7 @@ from .isolation import release_slots, status_in, wake_jobs, wake_keys
 from .peertext import escaped_text
 from .tables import concurrency_keys, executions
 from .timeline import DELETED_REASON, NOT_STARTED, in_group
-from .unheld import disown, unheld_rows
+from .unheld import Released, disown, unheld_rows
 from .unsend import JOB_EXISTS, RUNNING_BY_ID, release_unsent, running_at_delivery, running_by_id, unsend
 
 DEFAULT_POISON_CAP = 3
@@ -102,21 +102,26 @@ class RequeueStore(SqlStore):
             await self._tx(lambda conn: release_unsent(conn, self.caps, handed, now_us=now_us, owner=owner,
                                                        at_us=at_us))
 
-    async def release_unheld(self, owner: str, limit: int = 1000) -> list[Retry]:
+    async def release_unheld(self, owner: str, limit: int = 1000) -> Released:
         """``owner`` is a session no longer alive: up to ``limit`` of its
         running rows that the worker they were dealt to, saying hello again,
         did not list (:mod:`.unheld`) back to ``scheduled`` at once, the
-        delivery taken back and no attempt written (no worker saw them).
-        Returns them, so the caller can put their ready instants into its wheel."""
+        delivery taken back and no attempt written (no worker saw them); a
+        row whose job is gone ends ``canceled`` instead (:func:`.unsend.unsend`).
+        Returns the rows put back (``back``: the caller puts their ready
+        instants into its wheel), the ids canceled, and how many it took."""
 
         now_us = to_us(self.clock.now())
 
-        def fn(conn: Connection) -> list[Retry]:
+        def fn(conn: Connection) -> Released:
             rows = unheld_rows(conn, self.caps, owner, limit)
-            if rows:  # locked by the pick: unsend re-reads them at that delivery and owner
-                release_slots(conn, self.caps, unsend(conn, self.caps, [(r.id, r.delivery) for r in rows],
-                                                      now_us=now_us, owner=owner))
-            return [Retry(r.id, r.partition, r.ready_at) for r in rows]
+            if not rows:
+                return Released([], [], 0)
+            # locked by the pick: unsend re-reads them at that delivery and owner
+            unsent = unsend(conn, self.caps, [(r.id, r.delivery) for r in rows], now_us=now_us, owner=owner)
+            release_slots(conn, self.caps, unsent.slots)
+            back = [Retry(r.id, r.partition, r.ready_at) for r in rows if r.id in unsent.back]
+            return Released(back, sorted(unsent.canceled), len(rows))
 
         return await self._tx(fn)
 

@@ -16,7 +16,9 @@ stamped with the worker they are dealt to) and died before it sent them
   (no grace): its running rows whose ``unheld_delivery`` is their delivery
   go back to ``scheduled``, the delivery taken back and their key slots
   given back, with no attempt (no worker saw them), as
-  :meth:`.requeue.RequeueStore.release` does; the rest of the session's
+  :meth:`.requeue.RequeueStore.release` does (one whose job is gone ends
+  ``canceled`` instead, and is not returned to be woken: :class:`Released`);
+  the rest of the session's
   rows wait the re-attach grace as before. A row of a live session is its
   server's: it sends it or gives it back itself.
 
@@ -29,12 +31,14 @@ so a mark never names a later hand-out.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .base import chunks, one_of
 from .engine import Capabilities
+from .executions import Retry
 from .isolation import status_in
 from .tables import executions
 
@@ -53,6 +57,17 @@ MARK_CHUNK = 500
 """Ids a marking statement binds on SQLite (an expanding ``IN``, within its
 parameter limit); PostgreSQL and CockroachDB bind them as one array, one
 statement for all."""
+
+
+class Released(NamedTuple):
+    """What one batch of :meth:`.requeue.RequeueStore.release_unheld` did."""
+
+    back: list[Retry]
+    """The rows put back to ``scheduled``, for the caller's wheel: only these are handed out again."""
+    canceled: list[str]
+    """The ids that ended ``canceled`` instead, their job gone (:func:`.unsend.unsend`): nothing to wake for."""
+    picked: int
+    """The rows the batch took (:func:`unheld_rows`): fewer than its limit, and it was the last."""
 
 
 def disown(

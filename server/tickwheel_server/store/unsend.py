@@ -8,6 +8,7 @@ conditions every write to a running row shares with :mod:`.requeue`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -62,6 +63,17 @@ _UNSEND_GONE_BY_ID = driver_sql(
 )
 
 
+class Unsent(NamedTuple):
+    """What :func:`unsend` ended."""
+
+    slots: list[tuple[str, str | None]]
+    """(tenant, ``held_keys``) of every row it ended, for :func:`.isolation.release_slots`."""
+    back: frozenset[str]
+    """The ids put back to ``scheduled``: to be handed out again."""
+    canceled: frozenset[str]
+    """The ids that ended ``canceled``, their job gone."""
+
+
 def release_unsent(
     conn: Connection, caps: Capabilities, handed: Sequence[tuple[str, int]], *, now_us: int,
     owner: str | None = None, at_us: int | None = None,
@@ -70,17 +82,18 @@ def release_unsent(
     at that delivery (and, if given, under ``owner`` with hand-out instant ``at_us``) back to
     ``scheduled``, the delivery and their key slots given back: no worker ever saw them.
     One whose job is gone ends ``canceled`` at ``now_us`` instead (:func:`unsend`)."""
-    release_slots(conn, caps, unsend(conn, caps, handed, now_us=now_us, owner=owner, at_us=at_us))
+    release_slots(conn, caps, unsend(conn, caps, handed, now_us=now_us, owner=owner, at_us=at_us).slots)
 
 
 def unsend(
     conn: Connection, caps: Capabilities, handed: Sequence[tuple[str, int]], *, now_us: int,
     owner: str | None = None, at_us: int | None = None,
-) -> list[tuple[str, str | None]]:
+) -> Unsent:
     """The executions' part of :func:`release_unsent`: the rows back to ``scheduled``,
     returning the (tenant, ``held_keys``) whose slots the caller gives back
     (:func:`.isolation.release_slots`) once every row of its transaction is locked
-    (executions before keys: the lock order). Manual runs take their quota units back.
+    (executions before keys: the lock order), and the ids put back. Manual runs take
+    their quota units back.
 
     A row whose job was deleted (DeleteJob let it run: it was ``running``) is not put
     back but ends ``canceled`` (:data:`.timeline.DELETED_REASON`) at ``now_us``, its
@@ -117,4 +130,5 @@ def unsend(
             execute_arrays(conn, _UNSEND_GONE_BY_ID, {"ids": [row.id for row in gone], "at": now_us,
                                                       "reason": DELETED_REASON})
     manualslots.take_back(conn, [(row.tenant, row.manual_slot) for row in back])  # waiting to start again
-    return [(row.tenant, row.held_keys) for row in rows]
+    return Unsent([(row.tenant, row.held_keys) for row in rows], frozenset(row.id for row in back),
+                  frozenset(row.id for row in gone))
