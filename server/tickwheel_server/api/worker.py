@@ -215,6 +215,11 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 self._log_refused("budget", connection, "worker %s refused: %s", hello.worker_id, error)
                 await abort(context, error)
                 return
+            except Unavailable as error:  # this server's session is in doubt: a refusal, not a defect
+                self._log_refused("unavailable", connection, "worker %s refused, to say hello again: %s",
+                                  hello.worker_id, error)
+                await abort(context, error)
+                return
             except Exception as error:  # the store is down (UNAVAILABLE): the worker says hello again later
                 self.reattach_outages.failed(f"re-attaching worker {hello.worker_id}'s executions", error)
                 await abort(context, error)

@@ -15,6 +15,7 @@ from tickwheel.shared.clock import FakeClock
 from tickwheel.v1 import worker_pb2
 
 from tickwheel_server.api.worker import WorkerServicer
+from tickwheel_server.errors import Unavailable
 from tickwheel_server.gateway.budget import OverBudget
 from tickwheel_server.gateway.connections import Connections, StreamCaps, WorkerConnection
 from tickwheel_server.store.credentials import WorkerCredential
@@ -176,3 +177,37 @@ async def test_streams_ended_by_a_second_hello_say_one_warning_a_credential_a_mi
     clock.advance(60)
     await _pull(servicer, auth, "chatty", HELLO)
     assert len(_warnings(caplog, "second hello")) == 3
+
+
+class _InDoubt(_Liveness):
+    """This server's session is in doubt: every re-attachment refused (``gateway.liveness``)."""
+
+    def __init__(self) -> None:
+        super().__init__(reattach_over=False)
+
+    async def reattach(self, connection, held, *, listed_all: bool):
+        raise Unavailable("server session s1 is in doubt: cannot re-attach executions now; say hello again "
+                          "shortly or to another server")
+
+
+async def test_hellos_refused_while_the_session_is_in_doubt_say_one_line_without_traceback(caplog) -> None:
+    """A worker saying hello again and again while this server's session is
+    in doubt: each hello refused UNAVAILABLE with the reason; the log says
+    one WARNING line a credential a minute, no traceback (a refusal, not a
+    defect), the rest DEBUG."""
+    clock = FakeClock()
+    auth = _Auth()
+    servicer = WorkerServicer(auth, Connections(), clock, server_id="s1",
+                              gateway=SimpleNamespace(liveness=_InDoubt(), wake=lambda: None))
+    caplog.set_level(logging.DEBUG)
+    for _ in range(20):
+        code, details = await _pull(servicer, auth, "wc")
+        assert code == grpc.StatusCode.UNAVAILABLE and "is in doubt" in details
+    assert [r.exc_info for r in caplog.records if r.exc_info] == []
+    said = _warnings(caplog, "in doubt")
+    assert said == ["worker w refused, to say hello again: server session s1 is in doubt: cannot re-attach "
+                    "executions now; say hello again shortly or to another server"]
+    assert len([r for r in caplog.records if "in doubt" in r.getMessage()]) == 20  # the rest DEBUG
+    clock.advance(60)
+    await _pull(servicer, auth, "wc")
+    assert len(_warnings(caplog, "in doubt")) == 2
