@@ -267,3 +267,29 @@ class Metadata:
 
     def peer(self) -> str:
         return "ipv4:10.0.0.2:1"
+
+
+async def test_a_tenant_behind_the_address_of_a_flood_keeps_working_when_its_cache_expires() -> None:
+    """A NAT: one address holds a flood of bad keys and a tenant whose key
+    verified. Its cached principal expires while the address is over its
+    failures; the key is checked again (one read) and served, where it was
+    refused RESOURCE_EXHAUSTED every cache lifetime before. A key that
+    never verified here still waits."""
+    auth, tenants, _, clock = setup(peer_burst=5, peer_rate=1.0, overall_burst=5, overall_rate=1.0)
+    nat = "ipv4:203.0.113.9:1000"
+    quiet = tenants.issue("quiet")
+    fresh = tenants.issue("fresh")
+    assert await outcome(auth, Call(quiet, nat)) == "quiet"
+    clock.advance(CACHE_TTL_SECONDS)
+    flood = [await outcome(auth, Call(random_key(), nat)) for _ in range(20)]
+    assert flood == ["unauthenticated"] * 5 + ["exhausted"] * 15
+    reads = tenants.reads
+    assert await outcome(auth, Call(quiet, nat)) == "quiet", "verified here before: checked again, not refused"
+    assert tenants.reads == reads + 1
+    assert await outcome(auth, Call(fresh, nat)) == "exhausted", "never verified here: waits for the flood to subside"
+    del tenants.keys[quiet]  # revoked
+    clock.advance(CACHE_TTL_SECONDS)
+    assert await outcome(auth, Call(quiet, nat)) == "unauthenticated", "found revoked"
+    reads = tenants.reads
+    assert [await outcome(auth, Call(quiet, nat)) for _ in range(10)][-1] == "exhausted", "then limited as any"
+    assert tenants.reads == reads, "and not read again"

@@ -173,7 +173,7 @@ class Authenticator:
         worker_id = tokens.parse_secret(secret, tokens.WORKER_CREDENTIAL_PREFIX)
         admin = self._is_admin(secret)
         lookup = None if admin else key_id or worker_id
-        self.failures.check(peer, lookup=lookup)
+        self.failures.check(peer, lookup=lookup, digest=digest)
         if self.failures.known_bad(digest):
             self.failures.failed(peer, digest, looked_up=False)
             return None
@@ -197,8 +197,8 @@ class Authenticator:
             principal = None
         if principal is None:
             self.failures.failed(peer, digest, looked_up=lookup is not None)
-        elif lookup is not None:
-            self.failures.verified(lookup)
+        else:
+            self.failures.verified(lookup, digest)
         if principal is not None and evictions == self._evictions:
             ident = None
             if key_id is not None:

@@ -21,7 +21,16 @@ port turns random well-formed keys into store reads at will. So:
   principal expired keeps working); other unknown secrets fail
   RESOURCE_EXHAUSTED without a read until the bucket refills.
 
-So an attacker's failures lock out only its own peer; from many peers at
+- Secrets that verified: a secret that verified on this server within
+  :data:`KNOWN_TTL_SECONDS` (its SHA-256, bounded LRU) is checked again
+  (its cached principal expired) whatever either bucket holds: a tenant
+  behind the same address (a NAT) as a peer spending its failures keeps
+  working, not refused every time its cached principal expires. Only the
+  holder of a secret that verified can take this path, and it costs one
+  store read a cache lifetime for each such secret.
+
+So an attacker's failures lock out only its own peer (and there only
+credentials not seen here lately); from many peers at
 once, they cost at most the overall rate in store reads, and valid callers
 seen recently are unaffected (a credential never used on this server before
 waits for the flood to subside). Time is the injected clock's monotonic time.
@@ -103,6 +112,8 @@ class FailedAuthentications:
         self._max_peers = max_peers
         self._negative: OrderedDict[bytes, float] = OrderedDict()
         self._known: OrderedDict[str, float] = OrderedDict()
+        self._good: OrderedDict[bytes, float] = OrderedDict()
+        """Digest of a secret that verified -> until when it passes the limits."""
         self._peers: OrderedDict[str, TokenBucket] = OrderedDict()
         self._overall = TokenBucket(self.limits.overall_burst, clock.monotonic())
         self.refused = 0
@@ -118,13 +129,18 @@ class FailedAuthentications:
             return False
         return True
 
-    def check(self, peer: str, *, lookup: str | None) -> None:
+    def check(self, peer: str, *, lookup: str | None, digest: bytes | None = None) -> None:
         """Before checking a secret not in the positive cache for ``peer``
         (a :func:`peer_key`): RateLimited when the peer spent its failures,
         or when the secret needs a store read (``lookup``: its credential
         id) while the overall failures are spent and the id did not verify
-        recently."""
+        recently; never when the secret (``digest``: :func:`secret_digest`)
+        verified recently."""
         now = self._clock.monotonic()
+        if digest is not None:
+            good = self._good.get(digest)
+            if good is not None and good > now:
+                return
         bucket = self._peers.get(peer)
         if bucket is not None and not _has_token(bucket, now, self.limits.peer_rate, self.limits.peer_burst):
             self.refused += 1
@@ -159,17 +175,24 @@ class FailedAuthentications:
             self._overall.take(now, self.limits.overall_rate, self.limits.overall_burst)
         if digest is None:
             return
+        self._good.pop(digest, None)  # revoked or expired since it verified: limited again
         self._negative[digest] = now + self.limits.negative_ttl
         self._negative.move_to_end(digest)
         while len(self._negative) > NEGATIVE_SIZE:
             self._negative.popitem(last=False)
 
-    def verified(self, credential_id: str) -> None:
-        """A stored credential with this id verified: it is looked up even while the overall failures are spent."""
-        self._known[credential_id] = self._clock.monotonic() + self.limits.known_ttl
-        self._known.move_to_end(credential_id)
-        while len(self._known) > KNOWN_SIZE:
-            self._known.popitem(last=False)
+    def verified(self, credential_id: str | None, digest: bytes | None = None) -> None:
+        """A secret (``digest``) verified, of the stored credential with this
+        id (None for the admin token): the id is looked up even while the
+        overall failures are spent, and the secret is checked whatever the
+        limits hold (:meth:`check`)."""
+        until = self._clock.monotonic() + self.limits.known_ttl
+        for seen, key in ((self._known, credential_id), (self._good, digest)):
+            if key is not None:
+                seen[key] = until
+                seen.move_to_end(key)
+                while len(seen) > KNOWN_SIZE:
+                    seen.popitem(last=False)
 
 
 def _has_token(bucket: TokenBucket, now: float, rate: float, burst: float) -> bool:
