@@ -463,10 +463,10 @@ class TickwheelServer:
         # Until the start is done, every call but health's and reflection's is
         # refused UNAVAILABLE "starting: ..." (worker streams by Pull itself).
         scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
-            scheduler, decoding.guard(server, starting=self._waiting)
+            scheduler, decoding.guard(server, starting=self._waiting, windows=auth.windows)
         )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(
-            self.worker_servicer, decoding.guard(server, refuse_nul=False, discard_unknown=False)
+            self.worker_servicer, decoding.guard(server, refuse_nul=False, discard_unknown=False, windows=auth.windows)
         )
         admin_servicer = AdminServicer(
             auth, self.stores.tenants, self.stores.workers, self.stores.jobs, self.info, self.connections,
@@ -474,7 +474,7 @@ class TickwheelServer:
             revocations=self.revocations,
         )
         admin_pb2_grpc.add_AdminServiceServicer_to_server(
-            admin_servicer, decoding.guard(server, starting=self._waiting)
+            admin_servicer, decoding.guard(server, starting=self._waiting, windows=auth.windows)
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable(server, [*SERVICE_NAMES, health.SERVICE_NAME])

@@ -30,6 +30,13 @@ With ``starting`` (tenant and operator services), every call is refused
 with UNAVAILABLE and the start's refusal ("starting: waiting for etcd at
 …") until ``starting.done``: before the request is looked at, its caller
 authenticated or anything read or written (:mod:`tickwheel_server.waiting`).
+
+With ``windows`` (every service), a unary call whose caller
+(:func:`~tickwheel_server.auth.windows.caller_key`) was refused with a
+retry delay that has not ended is refused again with that status, before
+its request is decoded (a unary method's request is decoded in its
+handler, after this check, not as gRPC's deserializer) or its credential
+checked (:mod:`tickwheel_server.auth.windows`).
 """
 
 from __future__ import annotations
@@ -43,9 +50,10 @@ import grpc
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
+from ..auth.windows import RefusalWindows, caller_key
 from ..errors import FieldViolation, InvalidArgument
 from ..telemetry.refusals import RefusalLog
-from .status import abort
+from .status import abort, refusal_answer
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +167,7 @@ def _passing_serialized(serialize: Callable[[Message], bytes]) -> Callable[[Mess
 
 def _guard_handler(
     handler: grpc.RpcMethodHandler, method: str, refusals: RefusalLog, *, refuse_nul: bool, discard_unknown: bool,
-    starting: Starting,
+    starting: Starting, windows: RefusalWindows | None = None,
 ) -> grpc.RpcMethodHandler:
     message_class = handler.request_deserializer.__self__
     decode = decoder(message_class, refuse_nul=refuse_nul, discard_unknown=discard_unknown)
@@ -180,15 +188,18 @@ def _guard_handler(
     if handler.unary_unary is not None:
         behaviour = handler.unary_unary
 
-        async def unary_unary(request, context):
+        async def unary_unary(raw: bytes, context):
             if not starting.done:
                 await not_yet(context)
+            if windows is not None and (window := windows.inside(caller_key(context))) is not None:
+                await windows.refuse(window, context.abort, refusal_answer)
+            request = decode(raw)  # here, not as gRPC's deserializer: a call refused above is never decoded
             if type(request) is Refused:
                 await refuse(context, request)
             return await behaviour(request, context)
 
         return grpc.unary_unary_rpc_method_handler(
-            unary_unary, request_deserializer=decode, response_serializer=_passing_serialized(serialize)
+            unary_unary, request_deserializer=None, response_serializer=_passing_serialized(serialize)
         )
 
     async def checked(requests, context):
@@ -253,11 +264,15 @@ class _GuardedRegistration:
     """What a generated ``add_<Service>Servicer_to_server`` registers through:
     the method handlers it passes are guarded, then registered on the server."""
 
-    def __init__(self, server: grpc.aio.Server, refuse_nul: bool, discard_unknown: bool, starting: Starting) -> None:
+    def __init__(
+        self, server: grpc.aio.Server, refuse_nul: bool, discard_unknown: bool, starting: Starting,
+        windows: RefusalWindows | None,
+    ) -> None:
         self._server = server
         self._refuse_nul = refuse_nul
         self._discard_unknown = discard_unknown
         self._starting = starting
+        self._windows = windows
 
     def add_generic_rpc_handlers(self, handlers) -> None:
         """Ignored: the generated code passes the same handlers, by name, to
@@ -268,7 +283,7 @@ class _GuardedRegistration:
         guarded = {
             name: _guard_handler(
                 handler, f"{service}/{name}", refusals, refuse_nul=self._refuse_nul,
-                discard_unknown=self._discard_unknown, starting=self._starting,
+                discard_unknown=self._discard_unknown, starting=self._starting, windows=self._windows,
             )  # fmt: skip
             for name, handler in handlers.items()
         }
@@ -277,10 +292,12 @@ class _GuardedRegistration:
 
 
 def guard(
-    server: grpc.aio.Server, *, refuse_nul: bool = True, discard_unknown: bool = True, starting: Starting = STARTED
+    server: grpc.aio.Server, *, refuse_nul: bool = True, discard_unknown: bool = True, starting: Starting = STARTED,
+    windows: RefusalWindows | None = None,
 ) -> _GuardedRegistration:
     """Pass this instead of ``server`` to a generated
     ``add_<Service>Servicer_to_server``: the service's methods are registered
-    with guarded request decoding, refused while ``starting`` is not done
+    with guarded request decoding, refused while ``starting`` is not done,
+    and (unary methods) refused inside their caller's ``windows``
     (see the module docstring)."""
-    return _GuardedRegistration(server, refuse_nul, discard_unknown, starting)
+    return _GuardedRegistration(server, refuse_nul, discard_unknown, starting, windows)

@@ -133,6 +133,18 @@ def status_for(error: Exception) -> tuple[grpc.StatusCode, status_pb2.Status]:
     return grpc.StatusCode.INTERNAL, _status(grpc.StatusCode.INTERNAL, "internal error")
 
 
+def refusal_answer(error: errors.TickwheelError, retry_after: float) -> tuple[grpc.StatusCode, str, tuple[tuple[str, bytes], ...]]:
+    """(code, message, trailing metadata) of ``error`` (a refusal with a
+    retry delay) told to retry after ``retry_after`` seconds: what a call
+    inside its caller's refusal window is answered
+    (:mod:`tickwheel_server.auth.windows`), built once a window."""
+    code, status = status_for(error)
+    for detail in status.details:
+        if detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            detail.Pack(_retry_info(retry_after))
+    return code, status.message, (("grpc-status-details-bin", status.SerializeToString()),)
+
+
 async def abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
     code, status = status_for(error)
     assert status.code != code_pb2.OK

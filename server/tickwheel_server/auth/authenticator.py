@@ -21,7 +21,10 @@ Failed authentications are bounded in what they cost (see
 :mod:`tickwheel_server.auth.failures`): a secret that failed is refused
 again without a store read for a while, and a peer, or all peers together,
 over their rate of failures get RESOURCE_EXHAUSTED without one. Nothing is
-logged per failed call.
+logged per failed call. A caller refused RESOURCE_EXHAUSTED with a retry
+delay (here or by the request rate below) that calls again before it ends
+is refused at the edge, before its request is decoded or anything here
+runs (:mod:`tickwheel_server.auth.windows`).
 
 A tenant's calls are then counted against its API request rate (see
 :mod:`tickwheel_server.auth.ratelimit`) when a limiter is given: over it, the call
@@ -42,12 +45,13 @@ import grpc
 
 from tickwheel.shared.clock import Clock
 
-from ..errors import PermissionDenied, Unauthenticated
+from ..errors import PermissionDenied, QuotaExceeded, RateLimited, Unauthenticated
 from .ratelimit import Meter, RequestRateLimiter
 from ..store.credentials import WorkerCredential, WorkerCredentialStore
 from ..store.tenants import Tenant, TenantStore
 from . import failures, tokens
 from .failures import FailedAuthentications
+from .windows import RefusalWindows, caller_key
 
 CACHE_TTL_SECONDS = 5.0
 CACHE_SIZE = 10_000
@@ -131,6 +135,7 @@ class Authenticator:
         rate_limiter: RequestRateLimiter | None = None,
         failures: FailedAuthentications | None = None,
         cache_ttl: float | None = None,
+        windows: RefusalWindows | None = None,
     ) -> None:
         if not admin_token:
             raise ValueError("an admin token is required")
@@ -154,6 +159,8 @@ class Authenticator:
         one is not cached (the store may have answered before the revocation)."""
         self.failures = failures or FailedAuthentications(clock)
         """Failed authentications: the negative cache and their rate limits (:mod:`.failures`)."""
+        self.windows = windows if windows is not None else RefusalWindows(clock)
+        """Callers refused with a retry delay, refused again at the edge until it ends (:mod:`.windows`)."""
 
     def _is_admin(self, secret: str) -> bool:
         return hmac.compare_digest(secret.encode(), self._admin_token.encode())
@@ -230,24 +237,35 @@ class Authenticator:
 
     async def _principal(self, context: grpc.aio.ServicerContext) -> object:
         try:
-            secret = bearer(context)
-        except Unauthenticated:
-            peer = peer_of(context)
-            self.failures.check(peer, lookup=None)
-            self.failures.failed(peer, None, looked_up=False)
+            try:
+                secret = bearer(context)
+            except Unauthenticated:
+                peer = peer_of(context)
+                self.failures.check(peer, lookup=None)
+                self.failures.failed(peer, None, looked_up=False)
+                raise
+            principal = await self._resolve(secret, context)
+        except RateLimited as error:
+            error.retry_after = self.windows.opened(caller_key(context), error, error.retry_after)
             raise
-        principal = await self._resolve(secret, context)
         if principal is None:
             raise Unauthenticated("the credential is not valid (unknown, expired or revoked)")
         return principal
 
     async def tenant(self, context: grpc.aio.ServicerContext) -> Tenant:
-        """The calling tenant; QuotaExceeded when it is over its request rate."""
+        """The calling tenant; QuotaExceeded when it is over its request rate
+        (its caller then refused at the edge until the wait it is told ends,
+        :mod:`.windows`)."""
         principal = await self._principal(context)
         if not isinstance(principal, TenantPrincipal):
             raise PermissionDenied("SchedulerService needs a tenant API key")
         if self._rate_limiter is not None:
-            self._rate_limiter.check(principal.tenant.name, principal.tenant.requests_per_second)
+            try:
+                self._rate_limiter.check(principal.tenant.name, principal.tenant.requests_per_second)
+            except QuotaExceeded as error:
+                if error.retry_after is not None:
+                    error.retry_after = self.windows.opened(caller_key(context), error, error.retry_after)
+                raise
         return principal.tenant
 
     def metered(self, tenant: Tenant) -> AbstractAsyncContextManager[Meter]:
