@@ -7,7 +7,7 @@ as they are answered, ignoring RetryInfo, for ``--seconds``; tenant
 ``--quiet-interval`` seconds (0.02) or as soon as the one before is
 answered when that is later.
 
-    .venv/bin/python loadtest/bench_refusal_flood.py [--modes alone,quota,badkey,garbage] [--seconds 6]
+    .venv/bin/python loadtest/bench_refusal_flood.py [--modes alone,quota,badkey,garbage[,rotating]] [--seconds 6]
                                                       [--hostile 2] [--concurrency 32] [--rpc get|create]
                                                       [--rounds 1] [--quiet-interval 0.02] [--profile DIR] [--pg URL] [--etcd HOST:PORT] [--smoke]
 
@@ -20,7 +20,9 @@ The hostile calls, by ``--modes``:
 - ``badkey``: a well-formed API key no tenant holds (an unknown tenant's,
   or a revoked one): UNAUTHENTICATED, then RESOURCE_EXHAUSTED once the
   peer's failures are spent (``auth/failures.py``);
-- ``garbage``: ``Bearer`` and a secret of no credential's shape.
+- ``garbage``: ``Bearer`` and a secret of no credential's shape;
+- ``rotating`` (not run by default): a new well-formed unknown API key
+  each call, so that no caller is ever refused twice under one key.
 
 ``--rpc`` picks the hostile call: ``get`` (GetJob of a job id) or
 ``create`` (CreateJob of a whole job, so that decoding the request is part
@@ -58,7 +60,10 @@ import _harness as h
 
 SERVER_ID = "refusal-bench"
 FLOOD_RATE = 5
-MODES = ("alone", "quota", "badkey", "garbage")
+MODES = ("alone", "quota", "badkey", "garbage", "rotating")
+DEFAULT_MODES = ("alone", "quota", "badkey", "garbage")
+ROTATING = "rotating"
+"""The hostile process's secret for ``rotating``: a new unknown key each call."""
 
 
 def bearer(secret: str) -> tuple[tuple[str, str], ...]:
@@ -89,6 +94,7 @@ async def hostile(address: str, secret: str, rpc: str, concurrency: int, seconds
     each again as soon as it is answered, for ``seconds``; counts by status."""
     counts: dict[str, int] = {}
     metadata = bearer(secret)
+    rotating = secret == ROTATING
     async with grpc.aio.insecure_channel(address) as channel:
         stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
         if rpc == "get":
@@ -101,7 +107,7 @@ async def hostile(address: str, secret: str, rpc: str, concurrency: int, seconds
         async def one() -> None:
             while time.monotonic() < end:
                 try:
-                    await call(request, metadata=metadata)
+                    await call(request, metadata=bearer(unknown_key()) if rotating else metadata)
                     code = "OK"
                 except grpc.aio.AioRpcError as error:
                     code = error.code().name
@@ -182,6 +188,8 @@ def secret_of(mode: str, keys: dict[str, str]) -> str:
         return keys["flood"]
     if mode == "badkey":
         return unknown_key()
+    if mode == "rotating":
+        return ROTATING
     return "not-a-credential"
 
 
@@ -252,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "hostile":
         return hostile_main(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--modes", default=",".join(DEFAULT_MODES))
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--hostile", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=32)
