@@ -21,7 +21,7 @@ from tickwheel_server.api.status import abort
 from tickwheel_server.errors import QuotaExceeded, TickwheelError
 from tickwheel_server.store.tenants import Tenant
 from tickwheel_server.telemetry.refusals import RefusalLog
-from tests.unit.test_auth_failures import ADMIN, Call, FakeTenants, FakeWorkers
+from tests.unit.test_auth_failures import ADMIN, Call, FakeTenants, FakeWorkers, random_key
 
 
 @pytest.mark.parametrize(
@@ -178,3 +178,24 @@ def test_windows_are_bounded() -> None:
     for n in range(10):
         windows.opened(f"k{n}", error, 1.0)
     assert len(windows) == 3 and windows.inside("k0") is None and windows.inside("k9") is not None
+
+
+async def test_a_peer_sending_a_new_secret_each_call_meets_its_peers_window() -> None:
+    """Once a peer is over its failures, a call from it with a secret not
+    verified here lately is refused at the edge (the peer's window), not
+    checked; a key that verified here, from the same address, is served."""
+    auth, tenants, _, clock = setup()
+    handler = guarded(auth, [])
+    nat = "ipv4:203.0.113.9:1000"
+    quiet = issue(tenants, "quiet", 1000)
+    assert (await call(handler, quiet, REQUEST, nat))[0] == grpc.StatusCode.OK
+    codes = [(await call(handler, random_key(), REQUEST, nat))[0] for _ in range(25)]
+    assert codes[0] == grpc.StatusCode.UNAUTHENTICATED and codes[-1] == grpc.StatusCode.RESOURCE_EXHAUSTED
+    reads, refused = tenants.reads, auth.failures.refused
+    code, _, delay = await call(handler, random_key(), UNDECODABLE, nat)
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and delay is not None, "refused before it was decoded"
+    assert (tenants.reads, auth.failures.refused) == (reads, refused), "nor checked"
+    code, _, _ = await call(handler, random_key(), UNDECODABLE, "ipv4:198.51.100.7:1")
+    assert code == grpc.StatusCode.INVALID_ARGUMENT, "another address's call is its own"
+    clock.advance(5.0)  # quiet's cached principal expired: checked again, not refused
+    assert (await call(handler, quiet, REQUEST, nat))[0] == grpc.StatusCode.OK

@@ -50,7 +50,7 @@ import grpc
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from ..auth.windows import RefusalWindows, caller_key
+from ..auth.windows import RefusalWindows
 from ..errors import FieldViolation, InvalidArgument
 from ..telemetry.refusals import RefusalLog
 from .status import abort, refusal_answer
@@ -191,7 +191,7 @@ def _guard_handler(
         async def unary_unary(raw: bytes, context):
             if not starting.done:
                 await not_yet(context)
-            if windows is not None and (window := windows.inside(caller_key(context))) is not None:
+            if windows is not None and (window := windows.refusing(context)) is not None:
                 await windows.refuse(window, context.abort, refusal_answer)
             request = decode(raw)  # here, not as gRPC's deserializer: a call refused above is never decoded
             if type(request) is Refused:

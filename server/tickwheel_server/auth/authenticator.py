@@ -51,7 +51,7 @@ from ..store.credentials import WorkerCredential, WorkerCredentialStore
 from ..store.tenants import Tenant, TenantStore
 from . import failures, tokens
 from .failures import FailedAuthentications
-from .windows import RefusalWindows, caller_key
+from .windows import PEER_KEY, RefusalWindows, caller_key, peer_window_key
 
 CACHE_TTL_SECONDS = 5.0
 CACHE_SIZE = 10_000
@@ -161,6 +161,12 @@ class Authenticator:
         """Failed authentications: the negative cache and their rate limits (:mod:`.failures`)."""
         self.windows = windows if windows is not None else RefusalWindows(clock)
         """Callers refused with a retry delay, refused again at the edge until it ends (:mod:`.windows`)."""
+        self.windows.trusted = self._trusted
+
+    def _trusted(self, secret: str) -> bool:
+        """``secret`` verified on this server lately: in the positive cache
+        (expired or not), or known to :attr:`failures` as verified."""
+        return secret in self._cache or self.failures.verified_lately(failures.secret_digest(secret))
 
     def _is_admin(self, secret: str) -> bool:
         return hmac.compare_digest(secret.encode(), self._admin_token.encode())
@@ -246,7 +252,10 @@ class Authenticator:
                 raise
             principal = await self._resolve(secret, context)
         except RateLimited as error:
-            error.retry_after = self.windows.opened(caller_key(context), error, error.retry_after)
+            key = caller_key(context)
+            if error.subject.startswith("peer:") and not key.startswith(PEER_KEY):
+                self.windows.opened(peer_window_key(context), error, error.retry_after)  # its next secrets too
+            error.retry_after = self.windows.opened(key, error, error.retry_after)
             raise
         if principal is None:
             raise Unauthenticated("the credential is not valid (unknown, expired or revoked)")

@@ -137,10 +137,8 @@ class FailedAuthentications:
         recently; never when the secret (``digest``: :func:`secret_digest`)
         verified recently."""
         now = self._clock.monotonic()
-        if digest is not None:
-            good = self._good.get(digest)
-            if good is not None and good > now:
-                return
+        if digest is not None and self.verified_lately(digest):
+            return
         bucket = self._peers.get(peer)
         if bucket is not None and not _has_token(bucket, now, self.limits.peer_rate, self.limits.peer_burst):
             self.refused += 1
@@ -180,6 +178,11 @@ class FailedAuthentications:
         self._negative.move_to_end(digest)
         while len(self._negative) > NEGATIVE_SIZE:
             self._negative.popitem(last=False)
+
+    def verified_lately(self, digest: bytes) -> bool:
+        """The secret with this digest verified within the known TTL (:meth:`verified`)."""
+        good = self._good.get(digest)
+        return good is not None and good > self._clock.monotonic()
 
     def verified(self, credential_id: str | None, digest: bytes | None = None) -> None:
         """A secret (``digest``) verified, of the stored credential with this

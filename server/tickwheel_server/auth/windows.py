@@ -24,12 +24,17 @@ costs no Python (``transport.py``). The escalation is remembered for
 the escalated window again.
 
 Keyed by credential, not by peer: a tenant behind the same NAT as the
-flood has a key of its own and never meets its window. The trade: a
-caller that sends a new random secret each time meets no window (each
-secret is a key never refused before); such calls are bounded by the
-per-peer failure limit instead (:mod:`.failures`), which is by peer and so
-may hold back a credential first seen from that peer meanwhile. Calls
-without a credential are keyed by peer, and only such calls meet it.
+flood has a key of its own and never meets its window. A caller that sends
+a new random secret each time has a new key each time, so a peer refused
+for its failed authentications (:mod:`.failures`) also opens a window
+under its peer's key (:func:`peer_window_key`), which every call from it
+meets whose secret did not verify on this server lately (:attr:`RefusalWindows.trusted`),
+or that sent none. The trade: a credential first used from that address
+while its window lasts (up to :data:`MAX_WINDOW_SECONDS` once escalated,
+where the failure limit alone would hold it back while the flood spends
+the peer's failures) waits for it to end; one that verified here within
+the hour does not. A call's peer is read only while some peer window is
+kept.
 
 Bounded: at most :data:`MAX_KEYS` windows (least recently refused
 dropped first). Time is the injected clock's, so tests decide every
@@ -73,7 +78,7 @@ def escalated(delay: float, strikes: int, slack: int = SLACK, cap: float = MAX_W
 def caller_key(context) -> str:
     """The key a call's refusal windows are kept under: its bearer secret
     as sent (``authorization: Bearer <secret>``), or ``"peer <peer>"``
-    when it sent none (:func:`.failures.peer_key`)."""
+    when it sent none (:func:`peer_window_key`)."""
     for key, value in context.invocation_metadata() or ():
         if key == "authorization":
             scheme, _, secret = value.partition(" ")
@@ -81,6 +86,12 @@ def caller_key(context) -> str:
             if scheme.lower() == "bearer" and secret:
                 return secret
             break
+    return peer_window_key(context)
+
+
+def peer_window_key(context) -> str:
+    """``"peer <peer>"``: the key of the window of a call's peer
+    (:func:`.failures.peer_key`; ``unknown`` when the context cannot say)."""
     peer = getattr(context, "peer", None)
     try:
         text = peer() if callable(peer) else ""
@@ -121,6 +132,11 @@ class RefusalWindows:
         self._clock = clock
         self.slack, self.max_window, self.hold, self.max_held, self.max_keys = slack, max_window, hold, max_held, max_keys
         self._windows: OrderedDict[str, Window] = OrderedDict()
+        self._peers = 0
+        """Windows kept under a peer's key (none: a call's peer is never read)."""
+        self.trusted: Callable[[str], bool] = lambda secret: False
+        """Whether a secret verified on this server lately (the authenticator
+        sets it): such a call never meets its peer's window."""
         self.held = 0
         """Calls held now."""
         self.refused = 0
@@ -136,12 +152,23 @@ class RefusalWindows:
         The window's length: the delay to tell the call."""
         now = self._clock.monotonic()
         window = self._windows.pop(key, None)
+        self._peers += key.startswith(PEER_KEY) - (window is not None and key.startswith(PEER_KEY))
         strikes = window.strikes if window is not None and now < window.until + DECAY_SECONDS else 0
         length = escalated(delay, strikes, self.slack, self.max_window)
         self._windows[key] = Window(now + length, delay, length, strikes, error)
         while len(self._windows) > self.max_keys:
-            self._windows.popitem(last=False)
+            self._peers -= self._windows.popitem(last=False)[0].startswith(PEER_KEY)
         return length
+
+    def refusing(self, context) -> Window | None:
+        """The window a call falls in (:meth:`inside`): its caller key's; or,
+        for a call whose secret is not :attr:`trusted`, its peer's (a peer
+        over its failed authentications sending a new secret each call)."""
+        key = caller_key(context)
+        window = self.inside(key)
+        if window is not None or not self._peers or key.startswith(PEER_KEY) or self.trusted(key):
+            return window
+        return self.inside(peer_window_key(context))
 
     def window(self, key: str) -> Window | None:
         """``key``'s last window, ended or not (nothing counted)."""
