@@ -474,9 +474,11 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         tzdata, policy = tzdata_version(), self._target_policy
         named = [named_calendar(job) for job, _, _ in items if job.HasField("calendar")]
         absent = await self._absent_calendars(tenant, named) if named else set()
+        # The usual call's ids all valid: checked in one match, not one each.
+        ids_valid = validate.request_ids_valid([raw_request_id for _, raw_request_id, _ in items])
         for index, (job, raw_request_id, at) in enumerate(items):
             try:
-                request_id = validate.check_request_id(raw_request_id)
+                request_id = raw_request_id if ids_valid else validate.check_request_id(raw_request_id)
                 spec, next_run, next_due, zone, key_limits = validate.new_definition(
                     job, at, job_ids[index], target_policy=policy
                 )

@@ -20,6 +20,7 @@ payload (:data:`MAX_DEFINITION_BYTES`; the payload is the tenant's quota).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
@@ -40,7 +41,7 @@ from ..jobspec import (
 from . import convert
 from .text import HEADER_NAME, HEADER_VALUE, shown, text_problem
 from ..schedule import (
-    Fire, Schedule, ScheduleError, ScheduleKind, fires_depend_on_job_id, jitter_micros, jitter_window,
+    Fire, Schedule, ScheduleError, ScheduleKind, fires_depend_on_job_id, jitter_micros_within, jitter_window,
 )
 from ..schedule import validate as validate_schedule
 
@@ -85,6 +86,18 @@ def _duration(span: timedelta) -> duration_pb2.Duration:
     if seconds < 0 and rest:  # protobuf: nanos take the sign of seconds
         seconds, rest = seconds + 1, rest - 1_000_000
     return duration_pb2.Duration(seconds=seconds, nanos=rest * 1000)
+
+
+_REQUEST_ID_LINES = re.compile(r"(?:[A-Za-z0-9_.:-]{1,128}\n)*")
+
+
+def request_ids_valid(values: Sequence[str]) -> bool:
+    """Whether :func:`check_request_id` accepts every one of ``values``:
+    one match over them each ended by a newline (which no valid id holds:
+    an id holding one makes more lines than ids). False says only that
+    some are refused: check each to know which."""
+    joined = "\n".join(values) + "\n" if values else ""
+    return joined.count("\n") == len(values) and _REQUEST_ID_LINES.fullmatch(joined) is not None
 
 
 def check_request_id(value: str, field: str = "request_id") -> str:
@@ -283,7 +296,11 @@ def _shape_key(job: job_pb2.Job) -> tuple[bytes, str, bytes, dict[str, str]]:
         job.ClearField("name")
         job.ClearField("payload")
         try:
-            return job.SerializeToString(deterministic=True), name, payload, {}
+            # Not ``deterministic``: a key needs only that equal bytes be
+            # equal shapes (they parse to one message); a map
+            # (``target.http.headers``) serialized in another order only
+            # makes an equal template of its own.
+            return job.SerializeToString(), name, payload, {}
         finally:
             job.name = name
             job.payload = payload
@@ -318,7 +335,7 @@ class _Template:
     here. Immutable but for ``last``, a one-entry memo that a race can only
     recompute."""
 
-    __slots__ = ("prefix", "schedule", "by_job_id", "window", "zone", "key_limits", "policy", "last")
+    __slots__ = ("prefix", "schedule", "by_job_id", "window_ms", "zone", "key_limits", "policy", "last")
 
     def __init__(self, out: job_pb2.Job, schedule: Schedule, fire: Fire, now: datetime, policy: TargetPolicy) -> None:
         job = job_pb2.Job()
@@ -331,8 +348,8 @@ class _Template:
         self.schedule = schedule.for_job("")
         self.by_job_id = fires_depend_on_job_id(schedule)
         """The nominal fires depend on the job id (``H``): computed per job."""
-        self.window = jitter_window(schedule)
-        """Each job's due instant is its nominal one plus its own delay in this window."""
+        self.window_ms = jitter_window(schedule) // timedelta(milliseconds=1)
+        """Each job's due instant is its nominal one plus its own delay in this window (milliseconds)."""
         self.zone = zone_of(schedule)
         self.key_limits = key_limits(out)
         self.policy = policy
@@ -378,7 +395,7 @@ class _Template:
                 violations.append(last[1])
             else:
                 fire, next_run = last[1], last[2]
-                next_due = next_run + jitter_micros(job_id, self.window)
+                next_due = next_run + jitter_micros_within(job_id, self.window_ms)
         # Serialized as protobuf would (an empty field is left out), so the size below is ByteSize's.
         encoded = name.encode()
         spec = b"".join((

@@ -12,7 +12,7 @@ Public API (pure functions; instants are aware datetimes, results in UTC):
 - :class:`ScheduleError`: invalid input, with ``field`` and ``reason``.
 - tzdata: :func:`pin_tzdata`, :func:`tzdata_version`,
   :func:`zone_fingerprints`, :func:`zones_changed`.
-- :func:`jitter_delay`, :func:`jitter_micros`, :func:`jitter_window`,
+- :func:`jitter_delay`, :func:`jitter_micros` (:func:`jitter_micros_within`), :func:`jitter_window`,
   :func:`due_at` (a nominal instant plus its job's jitter),
   :func:`parse_local_time`.
 
@@ -28,7 +28,7 @@ from .engine import (
     next_fire, preview, validate,
 )
 from .errors import ScheduleError, UnknownZoneError
-from .jitter import jitter_delay, jitter_micros
+from .jitter import jitter_delay, jitter_micros, jitter_micros_within
 
 from .model import Fire, Schedule, ScheduleKind, parse_local_time
 from .zones import Zone, ZoneRegistry, pin_tzdata, tzdata_version, zone_fingerprints, zones_changed
@@ -52,6 +52,7 @@ __all__ = [
     "iter_fires",
     "jitter_delay",
     "jitter_micros",
+    "jitter_micros_within",
     "jitter_window",
     "next_fire",
     "parse_local_time",

@@ -36,7 +36,12 @@ def jitter_delay(job_id: str, window: timedelta) -> timedelta:
 def jitter_micros(job_id: str, window: timedelta) -> int:
     """:func:`jitter_delay` in microseconds (a multiple of 1 000), for
     callers that keep instants as microseconds since the epoch."""
-    window_ms = window // _MILLISECOND
+    return jitter_micros_within(job_id, window // _MILLISECOND)
+
+
+def jitter_micros_within(job_id: str, window_ms: int) -> int:
+    """:func:`jitter_micros` of a window given in whole milliseconds, for
+    callers that hold one window for many jobs (a batch's shape)."""
     if not job_id or window_ms <= 0:
         return 0
     digest = _HASH.copy()

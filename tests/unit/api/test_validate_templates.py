@@ -141,6 +141,49 @@ def test_a_template_of_one_target_policy_does_not_answer_for_another() -> None:
     assert isinstance(cached(private, NOW, "job_C", TargetPolicy(allowed=(ipaddress.ip_network("10.0.0.0/8"),))), tuple)
 
 
+@pytest.mark.parametrize(("values", "valid"), [
+    ([], True),
+    (["r"], True),
+    (["r-1", "r.2", "r:3", "R_4", "x" * 128], True),
+    (["r", ""], False),
+    (["r", "x" * 129], False),
+    (["r", "bad id"], False),
+    (["r\n1"], False),  # one id holding the separator: two valid-looking lines
+    (["r", "r\n"], False),
+    (["\n"], False),
+    (["r\x00"], False),
+    (["é"], False),
+])  # fmt: skip
+def test_a_batchs_request_ids_are_valid_together_only_when_each_is(values: list[str], valid: bool) -> None:
+    assert validate.request_ids_valid(values) is valid
+    each = True
+    for value in values:
+        try:
+            validate.check_request_id(value)
+        except InvalidArgument:
+            each = False
+    assert each is valid
+
+
+def test_one_shape_with_its_headers_in_another_order_answers_as_in_full() -> None:
+    """The shape's key is the job serialized as it comes (not
+    deterministically): a map in another order may make a template of its
+    own, never another shape's answer."""
+    def job(headers: list[tuple[str, str]], name: str) -> job_pb2.Job:
+        made = job_pb2.Job(
+            name=name,
+            schedule=job_pb2.Schedule(cron=job_pb2.CronSchedule(expression="0 3 * * *", time_zone="UTC")),
+            target=job_pb2.Target(http=job_pb2.HttpTarget(url="https://example.com/hook", method="POST")),
+        )
+        for key, value in headers:
+            made.target.http.headers[key] = value
+        return made
+
+    pairs = [(f"X-H{i}", f"v{i}") for i in range(6)]
+    for k, headers in enumerate([pairs, pairs[::-1], pairs[2:] + pairs[:2], pairs[:3] + [("X-H9", "w")]]):
+        assert cached(job(headers, f"n{k}"), NOW, f"job_{k}") == in_full(job(headers, f"n{k}"), NOW, f"job_{k}")
+
+
 @pytest.mark.parametrize("name", ["", "x" * 201, "bad\x00name", "rtl\u202eoverride"])
 def test_a_bad_name_is_refused_from_the_template_as_in_full(name: str) -> None:
     assert isinstance(cached(cron("0 3 * * *", name="good"), NOW, "job_A"), tuple)
@@ -263,7 +306,8 @@ _TARGETS = st.sampled_from([
     job_pb2.Target(http=job_pb2.HttpTarget(url="https://example.com/hook", method="post", headers={"X-A": "1"})),
     job_pb2.Target(http=job_pb2.HttpTarget(url="http://10.1.2.3/hook", headers={"Host": "x", "x-a": "\n"})),
 ])
-_REQUEST_IDS = st.sampled_from(["r", "r-1", "r.2", "r:3", "", "bad id", "x" * 129, "r\x00", "é"])
+# A newline joins a batch's ids for their one check (validate.request_ids_valid): ids holding one are refused.
+_REQUEST_IDS = st.sampled_from(["r", "r-1", "r.2", "r:3", "", "bad id", "x" * 129, "r\x00", "é", "r\n1", "r\n", "\n"])
 
 
 @st.composite

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-from tickwheel_server.schedule import jitter_delay
+from tickwheel_server.schedule import jitter_delay, jitter_micros_within
 
 
 def spelled_out(job_id: str, window: timedelta) -> timedelta:
@@ -40,3 +40,14 @@ def test_every_delay_is_the_spelled_out_hash() -> None:
         job_id = "".join(rng.choice("abcXYZ019_:é") for _ in range(rng.randint(0, 40)))
         window = timedelta(microseconds=rng.randint(-5, 3_600_000_000))
         assert jitter_delay(job_id, window) == spelled_out(job_id, window)
+
+
+def test_a_window_in_milliseconds_gives_the_same_delays() -> None:
+    """A batch's shape holds its window in whole milliseconds once
+    (``validate._Template``); each job's delay is still the hash's."""
+    rng = random.Random(11)
+    for _ in range(2000):
+        job_id = "".join(rng.choice("abcXYZ019_:é") for _ in range(rng.randint(0, 40)))
+        window = timedelta(microseconds=rng.randint(-5, 3_600_000_000))
+        within = jitter_micros_within(job_id, window // timedelta(milliseconds=1))
+        assert timedelta(microseconds=within) == spelled_out(job_id, window)
