@@ -5,7 +5,8 @@ database: CPU microseconds a job (``time.thread_time``, the best of
 own name and request id), decoded from the request's bytes as gRPC hands
 them over.
 
-    PYTHONPATH=server:workers:sdk/python .venv/bin/python loadtest/bench_batch_validate.py [--items 1000] [--repeat 15] [--smoke]
+    PYTHONPATH=server:workers:sdk/python .venv/bin/python loadtest/bench_batch_validate.py [--items 1000] [--repeat 15]
+        [--replay-jobs 50000] [--smoke]
 
 Prints one JSON object, ``us_per_job`` by part:
 
@@ -15,6 +16,11 @@ Prints one JSON object, ``us_per_job`` by part:
 - ``answer``: ``batch_create_response`` of every job created.
 - ``in_full``: the peer: each item's definition validated in full
   (``validate._normalise``, no shape shared), the cost the shapes avoid.
+- ``replay``: ``bench_create.py``'s own batch phase of ``--replay-jobs``
+  jobs (``serialized_batches``: the bytes it sends, 1 000 a call), each
+  call decoded, validated at an instant of its own (as calls arrive: the
+  shape's first-fire memo asked again each call) and answered; the best
+  of three passes.
 
 Run it with another tree's ``PYTHONPATH`` to compare trees: each part
 times what that tree does. ``--smoke`` runs tiny sizes so CI keeps the
@@ -27,11 +33,12 @@ import argparse
 import asyncio
 import json
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
 from tickwheel.v1 import job_pb2, scheduler_pb2
 
+from bench_create import serialized_batches
 from tickwheel.shared.targets import DEFAULT_POLICY
 from tickwheel_server.api import validate
 from tickwheel_server.api.batchanswer import batch_create_response
@@ -68,10 +75,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--replay-jobs", type=int, default=50_000)
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     if args.smoke:
-        args.items, args.repeat = 20, 2
+        args.items, args.repeat, args.replay_jobs = 20, 2, 2000
     raw = request_bytes(args.items)
     servicer = SimpleNamespace(_target_policy=DEFAULT_POLICY)
     loop = asyncio.new_event_loop()
@@ -93,10 +101,24 @@ def main() -> None:
         for index, item in enumerate(request.items):
             validate._normalise(item.job, NOW, "job", DEFAULT_POLICY, f"job_{index}")
 
+    calls = serialized_batches(args.replay_jobs, "batch")
+    passes = iter(range(3))
+
+    def replay():
+        first = next(passes) * len(calls)
+        for k, call in enumerate(calls):
+            at = NOW + timedelta(milliseconds=first + k)
+            request = scheduler_pb2.BatchCreateJobsRequest.FromString(call)
+            items = [(item.job, item.request_id, at) for item in request.items]
+            made, taken, failed = loop.run_until_complete(SchedulerServicer._new_jobs(servicer, "bench", items))
+            assert not failed, failed
+            batch_create_response(len(items), failed, taken, made, [CREATED] * len(made), at)
+
     parts = {
         "validate": best_us(new_jobs, args.items, args.repeat),
         "answer": best_us(answer, args.items, args.repeat),
         "in_full": best_us(in_full, args.items, args.repeat),
+        "replay": best_us(replay, args.replay_jobs, 3),
     }
     loop.close()
     print(json.dumps({"benchmark": "batch_validate", "smoke": args.smoke, "items": args.items, "repeat": args.repeat,

@@ -19,5 +19,5 @@ def test_bench_batch_validate_smoke():
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["benchmark"] == "batch_validate" and report["smoke"] is True
-    assert set(report["us_per_job"]) == {"validate", "answer", "in_full"}
+    assert set(report["us_per_job"]) == {"validate", "answer", "in_full", "replay"}
     assert all(value >= 0 for value in report["us_per_job"].values())
