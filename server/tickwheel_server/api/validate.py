@@ -51,7 +51,8 @@ HANDLER_MAX = 200
 HANDLER = re.compile(rf"^[A-Za-z0-9_.:-]{{1,{HANDLER_MAX}}}\Z")
 KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}\Z")
 LABEL_KEY = re.compile(r"^[a-z0-9_.-]{1,63}\Z")
-REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}\Z")
+_REQUEST_ID = r"[A-Za-z0-9_.:-]{1,128}"
+REQUEST_ID = re.compile(rf"^{_REQUEST_ID}\Z")
 ID = re.compile(r"^[\x21-\x7e]{1,256}\Z")
 URL_CHARACTERS = re.compile(r"^[\x21-\x7e]*\Z")
 HTTP_METHODS = {"GET", "POST", "PUT", "PATCH", "DELETE"}
@@ -88,7 +89,7 @@ def _duration(span: timedelta) -> duration_pb2.Duration:
     return duration_pb2.Duration(seconds=seconds, nanos=rest * 1000)
 
 
-_REQUEST_ID_LINES = re.compile(r"(?:[A-Za-z0-9_.:-]{1,128}\n)*")
+_REQUEST_ID_LINES = re.compile(rf"(?:{_REQUEST_ID}\n)*")
 
 
 def request_ids_valid(values: Sequence[str]) -> bool:
