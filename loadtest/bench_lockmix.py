@@ -206,6 +206,11 @@ def run(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: Path) ->
         dropped = pg.execute(
             f"{h.OWN_QUERY} SELECT count(*) FROM jobs j WHERE NOT EXISTS (SELECT 1 FROM executions e "
             "WHERE e.job_id = j.id AND e.status = 'succeeded')").fetchone()[0]
+        unended = pg.execute(
+            f"{h.OWN_QUERY} SELECT j.id, j.state, (SELECT json_agg(json_build_array(e.status, e.attempt, e.delivery, "
+            "e.owner, e.ready_at, e.dead_reason)) FROM executions e WHERE e.job_id = j.id) FROM jobs j "
+            "WHERE NOT EXISTS (SELECT 1 FROM executions e WHERE e.job_id = j.id "
+            "AND e.status IN ('succeeded', 'dead', 'canceled')) ORDER BY j.id LIMIT 20").fetchall()
     refusing = [m for m in clients.refused if "refusing locks" in m]
     return {
         "benchmark": "lockmix",
@@ -217,6 +222,7 @@ def run(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: Path) ->
         "stored_s": created["store_s"],
         "ended": ended,
         "dropped": dropped,
+        "unended": [{"job": job, "state": state, "executions": runs} for job, state, runs in unended],
         "calls": dict(sorted(clients.calls.items())),
         "unavailable": len(clients.refused),
         "refusing_locks": {"answers": len(refusing),

@@ -25,7 +25,8 @@ def test_bench_lockmix_smoke(postgres_url, etcd_endpoint):
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["benchmark"] == "lockmix" and report["smoke"] is True
-    assert report["ended"] == report["jobs"] and report["dropped"] == 0, "every job ran once, its pauses resumed"
+    assert report["ended"] == report["jobs"] and report["dropped"] == 0 and report["unended"] == [], (
+        f"every job ran once, its pauses resumed: {json.dumps(report, indent=1)}")
     calls = report["calls"]
     assert {"PauseJob OK", "ResumeJob OK", "GetJob OK"} <= set(calls)
     assert report["unavailable"] == sum(n for call, n in calls.items() if call.endswith(" UNAVAILABLE"))
