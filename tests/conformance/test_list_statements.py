@@ -256,6 +256,30 @@ async def test_hostile_tenant_names_and_credential_ids_find_exactly_their_own(mi
     assert await store.live(HOSTILE + MANY + [issued.credential.id]) == {issued.credential.id}
 
 
+async def test_credential_pages_of_hostile_tenants_and_keys_hold_exactly_their_own(migrated_engine, clock) -> None:
+    """ListWorkerCredentials' and ListApiKeys' pages (a tenant filter and a
+    keyset ``after`` a page token names) given hostile tenant names and a
+    hostile id to continue after: each page holds the tenant's own, each once."""
+    names = [name for name in HOSTILE if name.strip()]
+    await _tenants(migrated_engine, clock, *names, *DECOYS)
+    store, keys = WorkerCredentialStore(migrated_engine, clock), TenantStore(migrated_engine, clock)
+    mine = {name: {(await store.issue([name, DECOYS[0]], [], False)).credential.id for _ in range(3)}
+            for name in names[:4]}  # fmt: skip
+    for name, issued in mine.items():
+        listed, after = [], None
+        while True:
+            page = await store.list(name, after=after, limit=1)
+            listed += [c.id for c in page.credentials]
+            if page.next_key is None:
+                break
+            after = page.next_key
+        assert sorted(listed) == sorted(issued), name
+        before, since = clock.now() - timedelta(seconds=1), clock.now() + timedelta(seconds=1)
+        assert (await store.list(name, after=(before, HOSTILE[1]), limit=1000)).credentials == []
+        assert [k.tenant for k in await keys.list_keys(name, after=(since, HOSTILE[2]))] == [name]
+    assert len((await store.list(DECOYS[0], limit=1000)).credentials) == 12
+
+
 async def test_hostile_calendar_names_are_present_only_as_themselves(migrated_engine, clock) -> None:
     await _tenants(migrated_engine, clock, "acme", "other")
     store = CalendarStore(migrated_engine, clock)

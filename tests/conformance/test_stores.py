@@ -124,10 +124,10 @@ async def test_worker_credentials(migrated_engine, clock, tenants: TenantStore) 
     assert not credential.may_serve("acme", "other")
     assert not credential.may_serve("acme", None)
     assert not credential.may_serve("globex", "billing.charge")
-    assert [c.id for c in await workers.list("acme")] == [issued.credential.id]
+    assert [c.id for c in (await workers.list("acme")).credentials] == [issued.credential.id]
     await workers.revoke(issued.credential.id)
     assert await workers.verify(issued.secret) is None
-    assert await workers.list() == []
+    assert (await workers.list()).credentials == []
 
 
 async def test_a_tenants_credentials_are_listed_whatever_other_tenants_hold(migrated_engine, clock,
@@ -148,8 +148,50 @@ async def test_a_tenants_credentials_are_listed_whatever_other_tenants_hold(migr
                  http=True, description="", created_at=to_us(clock.now()), revoked_at=None) for i in range(1001)]
     with migrated_engine.begin() as conn:
         conn.execute(worker_credentials.insert(), rows)
-    assert [c.id for c in await workers.list("acme")] == [mine.credential.id]
-    assert len(await workers.list("other")) == 1000 and len(await workers.list()) == 1000
+    assert [c.id for c in (await workers.list("acme")).credentials] == [mine.credential.id]
+    for tenant in ("other", ""):
+        first = await workers.list(tenant)
+        assert len(first.credentials) == 1000 and first.next_key is not None
+        rest = await workers.list(tenant, after=first.next_key)
+        listed = [c.id for c in first.credentials + rest.credentials]
+        assert rest.next_key is None
+        assert sorted(listed) == sorted([r["id"] for r in rows] + [mine.credential.id] * (not tenant))
+
+
+async def test_credentials_sharing_an_instant_are_each_on_exactly_one_page(migrated_engine, clock,
+                                                                           tenants: TenantStore) -> None:
+    """Pages continue after (created_at, id): a page that ends inside a
+    run of credentials made in the same microsecond neither repeats nor
+    skips one of them, for worker credentials and API keys alike."""
+    from tickwheel_server.store.tables import api_keys, worker_credentials
+
+    await tenants.create(Tenant(name="acme"))
+    now = to_us(clock.now())
+    with migrated_engine.begin() as conn:
+        conn.execute(worker_credentials.insert(), [
+            dict(id=f"wc{i:03d}", secret_hash=b"x", tenants='["acme"]', handlers="[]", http=False, description="",
+                 created_at=now - i // 5, revoked_at=None) for i in range(53)])  # fmt: skip
+        conn.execute(api_keys.insert(), [
+            dict(id=f"k{i:03d}", tenant="acme", secret_hash=b"x", description="", created_at=now - i // 5,
+                 expires_at=None) for i in range(53)])  # fmt: skip
+    workers = WorkerCredentialStore(migrated_engine, clock)
+    listed, after = [], None
+    while True:
+        page = await workers.list("acme", after=after, limit=3)
+        listed += [c.id for c in page.credentials]
+        if page.next_key is None:
+            break
+        after = page.next_key
+    assert listed == [f"wc{i:03d}" for i in range(53)]
+    keys, after = [], None
+    while True:
+        found = await tenants.list_keys("acme", after=after, limit=3)
+        keys += [k.id for k in found]
+        if len(found) < 3:
+            break
+        after = (found[-1].created_at, found[-1].id)
+    whole = [k.id for k in await tenants.list_keys("acme")]  # with the key the tenant was made with
+    assert keys == whole and len(set(keys)) == 54 and {f"k{i:03d}" for i in range(53)} < set(keys)
 
 
 async def test_job_create_is_idempotent_by_request_id(tenants: TenantStore, jobs: JobStore, clock) -> None:

@@ -662,10 +662,11 @@ def revoke_api_key(key_id: str) -> admin_pb2.RevokeApiKeyRequest:
     return admin_pb2.RevokeApiKeyRequest(id=key_id)
 
 
-def list_api_keys(tenant: str) -> admin_pb2.ListApiKeysRequest:
-    """A tenant's unexpired keys, newest first, never their secrets
-    (``ListApiKeysResponse``). Retried."""
-    return admin_pb2.ListApiKeysRequest(tenant=tenant)
+def list_api_keys(tenant: str, *, page_size: int = 0, page_token: str = "") -> admin_pb2.ListApiKeysRequest:
+    """One page of a tenant's unexpired keys, newest first, never their
+    secrets (``ListApiKeysResponse``; follow ``next_page_token``, or use
+    ``client.pages``). Retried."""
+    return admin_pb2.ListApiKeysRequest(tenant=tenant, page_size=page_size, page_token=page_token)
 
 
 def issue_worker_credential(
@@ -692,10 +693,13 @@ def revoke_worker_credential(credential_id: str) -> admin_pb2.RevokeWorkerCreden
     return admin_pb2.RevokeWorkerCredentialRequest(id=credential_id)
 
 
-def list_worker_credentials(*, tenant: str = "") -> admin_pb2.ListWorkerCredentialsRequest:
-    """Worker credentials not revoked (only those serving ``tenant`` when
-    given), newest first (``ListWorkerCredentialsResponse``). Retried."""
-    return admin_pb2.ListWorkerCredentialsRequest(tenant=tenant)
+def list_worker_credentials(
+    *, tenant: str = "", page_size: int = 0, page_token: str = ""
+) -> admin_pb2.ListWorkerCredentialsRequest:
+    """One page of the worker credentials not revoked (only those serving
+    ``tenant`` when given), newest first (``ListWorkerCredentialsResponse``;
+    follow ``next_page_token``, or use ``client.pages``). Retried."""
+    return admin_pb2.ListWorkerCredentialsRequest(tenant=tenant, page_size=page_size, page_token=page_token)
 
 
 def search_jobs(

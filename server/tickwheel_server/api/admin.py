@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 import grpc
@@ -39,6 +39,7 @@ from ..auth.authenticator import TENANT_CHANGED, Authenticator, Revoked
 from ..gateway.connections import Connections
 from ..gateway.revocation import end_streams
 from . import convert
+from .scopedtokens import parse_scoped_page_token, scoped_page_token
 from .status import abort, rpc
 from .tenantsettings import WHOLE_SETTINGS, tenant_settings, update_paths
 from .validate import NAME_MAX, check_id, check_text
@@ -50,6 +51,10 @@ HANDLER_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,200}\Z")
 MAX_GRACE = timedelta(days=30)
 DEFAULT_DRAIN_GRACE = timedelta(seconds=60)
 MAX_DRAIN_GRACE = timedelta(hours=6)
+CREDENTIAL_PAGE = 1000
+"""The default and largest page of ListApiKeys and ListWorkerCredentials:
+what one answer held before they paged, so a client that sends no page
+field sees the same first answer, now with a token when more follow."""
 SERVER_ID = re.compile(r"^[^/\s]{1,200}\Z")
 
 
@@ -388,8 +393,17 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     @rpc
     async def ListApiKeys(self, request, context):
         await self._auth.admin(context)
-        keys = await self._tenants.list_keys(_require(request.tenant, "tenant"))
-        return admin_pb2.ListApiKeysResponse(api_keys=[convert.api_key_to_proto(k) for k in keys])
+        tenant = _require(request.tenant, "tenant")
+        size = convert.page_size(request.page_size, default=CREDENTIAL_PAGE, maximum=CREDENTIAL_PAGE)
+        after = parse_scoped_page_token(request.page_token, "ListApiKeys", tenant)
+        found = await self._tenants.list_keys(tenant, after=after, limit=size + 1)
+        keys = [convert.api_key_to_proto(k) for k in found[:size]]
+        kept = convert.fitting(keys)
+        more = kept < len(keys) or len(found) > size
+        last = (found[kept - 1].created_at, found[kept - 1].id) if more else None
+        return admin_pb2.ListApiKeysResponse(
+            api_keys=keys[:kept], next_page_token=scoped_page_token("ListApiKeys", tenant, last)
+        )
 
     @rpc
     async def IssueWorkerCredential(self, request, context):
@@ -444,9 +458,17 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     @rpc
     async def ListWorkerCredentials(self, request, context):
         await self._auth.admin(context)
-        found = await self._workers.list(request.tenant)
+        size = convert.page_size(request.page_size, default=CREDENTIAL_PAGE, maximum=CREDENTIAL_PAGE)
+        after = parse_scoped_page_token(request.page_token, "ListWorkerCredentials", request.tenant)
+        page = await self._workers.list(request.tenant, after=after, limit=size)
+        credentials = [convert.worker_credential_to_proto(c) for c in page.credentials]
+        kept = convert.fitting(credentials)
+        if kept < len(credentials):
+            cut = page.credentials[kept - 1]
+            page = replace(page, next_key=(cut.created_at, cut.id))
         return admin_pb2.ListWorkerCredentialsResponse(
-            credentials=[convert.worker_credential_to_proto(c) for c in found]
+            credentials=credentials[:kept],
+            next_page_token=scoped_page_token("ListWorkerCredentials", request.tenant, page.next_key),
         )
 
     @rpc

@@ -83,6 +83,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("key_id", metavar="KEY_ID")
     p = leaf(keys, "list", parents, key_list, auth="admin", help="a tenant's keys (never their secrets)")
     p.add_argument("tenant", metavar="TENANT")
+    _add_page_flags(p, "keys")
 
     creds = group(admin, "worker-credential", parents, "credentials of worker processes")
     p = leaf(creds, "create", parents, credential_create, auth="admin",
@@ -96,6 +97,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("credential_id", metavar="ID")
     p = leaf(creds, "list", parents, credential_list, auth="admin", help="credentials not revoked")
     p.add_argument("--tenant", default="", metavar="NAME")
+    _add_page_flags(p, "credentials")
 
     alerts = group(admin, "alerts", parents, "conditions that need attention")
     p = leaf(alerts, "list", parents, alerts_list, auth="admin", help="alerts, newest first (open ones by default)")
@@ -360,8 +362,44 @@ def key_revoke(ctx: Context, a: argparse.Namespace) -> int:
     return 0
 
 
+PAGE_MOST = 1000
+"""The largest page ListApiKeys and ListWorkerCredentials answer."""
+
+
+def _add_page_flags(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--limit", type=int, default=0, metavar="N", help=f"at most N {what} (default all, every page)")
+    p.add_argument("--page-token", default="", metavar="TOKEN",
+                   help="start at this next_page_token of an earlier listing with the same filter")  # fmt: skip
+
+
+def _listed(ctx: Context, a: argparse.Namespace, list_method, field: str, response, **kwargs):
+    """``response`` (an empty list answer) holding the items of ``field``
+    on the pages of ``list_method`` from ``--page-token``: every page, or
+    pages sized to stop at ``--limit`` items, with ``next_page_token`` set
+    to go on from there (a note on stderr says so for the table)."""
+    if a.limit < 0:
+        raise UsageError("--limit must be 0 (all) or more")
+    items, token = getattr(response, field), a.page_token
+    while True:
+        wanted = min(a.limit - len(items), PAGE_MOST) if a.limit else 0
+        page = list_method(page_token=token, page_size=wanted, **kwargs)
+        items.extend(getattr(page, field))
+        if page.next_page_token and page.next_page_token == token:
+            raise RuntimeError("server returned the same page token twice; stopping")
+        token = page.next_page_token
+        if not token or (a.limit and len(items) >= a.limit):
+            break
+    response.next_page_token = token
+    if token and not ctx.json:
+        ctx.note(f"more follow: --page-token {token}")
+    return response
+
+
 def key_list(ctx: Context, a: argparse.Namespace) -> int:
-    response = ctx.client.admin.list_api_keys(a.tenant)
+    from tickwheel.v1 import admin_pb2
+
+    response = _listed(ctx, a, ctx.client.admin.list_api_keys, "api_keys", admin_pb2.ListApiKeysResponse(),
+                       tenant=a.tenant)  # fmt: skip
     if ctx.json:
         ctx.emit_json(response)
         return 0
@@ -395,7 +433,10 @@ def credential_revoke(ctx: Context, a: argparse.Namespace) -> int:
 
 
 def credential_list(ctx: Context, a: argparse.Namespace) -> int:
-    response = ctx.client.admin.list_worker_credentials(tenant=a.tenant)
+    from tickwheel.v1 import admin_pb2
+
+    response = _listed(ctx, a, ctx.client.admin.list_worker_credentials, "credentials",
+                       admin_pb2.ListWorkerCredentialsResponse(), tenant=a.tenant)  # fmt: skip
     if ctx.json:
         ctx.emit_json(response)
         return 0

@@ -216,3 +216,14 @@ def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
     is bound in several statements, each within the engine's parameter limit."""
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def newest_first(query, created, ident, after: tuple[int, str] | None):
+    """``query`` ordered newest first by ``created`` (then by ``ident``),
+    from the row that follows ``after`` = (created instant in microseconds,
+    id) of the last row of the previous page (None: from the first): a
+    keyset for the caller to LIMIT. A stable order: every row is on exactly
+    one page however many share an instant."""
+    if after is not None:
+        query = query.where(sa.or_(created < after[0], sa.and_(created == after[0], ident > after[1])))
+    return query.order_by(created.desc(), ident)

@@ -15,7 +15,7 @@ from tickwheel.shared.ids import from_us, to_us
 
 from ..auth import tokens
 from ..errors import NotFound
-from .base import SqlStore, one_of
+from .base import SqlStore, newest_first, one_of
 from .peertext import escaped_text
 from .tables import tenants, worker_credentials
 
@@ -23,7 +23,7 @@ _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 LIVE_BATCH = 1000
 """Credential ids per ``IN`` list of :meth:`WorkerCredentialStore.live`."""
 LIST_LIMIT = 1000
-"""Credentials one :meth:`WorkerCredentialStore.list` answers."""
+"""The most rows one page of :meth:`WorkerCredentialStore.list` covers."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,15 @@ class WorkerCredential:
         if handler is None:
             return self.http
         return not self.handlers or handler in self.handlers
+
+
+@dataclass(frozen=True)
+class CredentialPage:
+    credentials: list[WorkerCredential]
+    """Those of the page's rows that serve the tenant asked for."""
+    next_key: tuple[datetime, str] | None
+    """(created_at, id) of the page's last row, kept or not, when more
+    follow it; None for the last page."""
 
 
 @dataclass(frozen=True)
@@ -153,25 +162,32 @@ class WorkerCredentialStore(SqlStore):
 
         return await self._tx(fn)
 
-    async def list(self, tenant: str = "") -> list[WorkerCredential]:
-        """Live credentials, newest first, at most :data:`LIST_LIMIT`; only
-        those serving ``tenant`` when given, chosen by the statement (the
-        newest of every tenant's, then the tenant's among them, once left
-        a tenant's older ones out of every answer)."""
+    async def list(
+        self, tenant: str = "", *, after: tuple[datetime, str] | None = None, limit: int = LIST_LIMIT
+    ) -> CredentialPage:
+        """A page of live credentials, newest first (then by id): the
+        ``limit`` rows (at most :data:`LIST_LIMIT`) after ``after`` =
+        (created_at, id), the previous page's ``next_key`` (None: the
+        first page), read with one more to tell whether another follows.
+        Only those serving ``tenant`` when given, chosen by the statement
+        (the newest of every tenant's, then the tenant's among them, once
+        left a tenant's older ones out of every answer); a row the statement
+        picks that does not serve ``tenant`` exactly is read and left out,
+        so a page may hold fewer than ``limit`` and still have a next one."""
+        size = max(1, min(limit, LIST_LIMIT))
+        start = None if after is None else (to_us(after[0]), after[1])
 
-        def fn(conn: Connection) -> list[WorkerCredential]:
-            query = (
-                sa.select(worker_credentials)
-                .where(worker_credentials.c.revoked_at.is_(None))
-                .order_by(worker_credentials.c.created_at.desc(), worker_credentials.c.id)
-                .limit(LIST_LIMIT)
-            )
+        def fn(conn: Connection) -> CredentialPage:
+            query = sa.select(worker_credentials).where(worker_credentials.c.revoked_at.is_(None))
             if tenant:
                 # Its name as the JSON list holds it, found case-sensitively
                 # (SQLite's LIKE is not); the exact check follows.
                 position = sa.func.instr if self.caps.is_sqlite else sa.func.strpos
                 query = query.where(position(worker_credentials.c.tenants, json.dumps(tenant)) > 0)
-            found = [_from_row(row) for row in conn.execute(query)]
-            return [c for c in found if not tenant or tenant in c.tenants]
+            query = newest_first(query, worker_credentials.c.created_at, worker_credentials.c.id, start)
+            read = [_from_row(row) for row in conn.execute(query.limit(size + 1))]
+            page = read[:size]
+            more = (page[-1].created_at, page[-1].id) if len(read) > size else None
+            return CredentialPage([c for c in page if not tenant or tenant in c.tenants], more)
 
         return await self._tx(fn)

@@ -13,7 +13,7 @@ from tickwheel.shared.ids import from_us, to_us
 from ..auth import tokens
 from ..errors import AlreadyExists, NotFound, VersionConflict
 from . import quota
-from .base import SqlStore
+from .base import SqlStore, newest_first
 from .peertext import escaped_text
 from .tables import api_keys, tenants
 
@@ -22,6 +22,10 @@ DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
 DEFAULT_REQUESTS_PER_SECOND = 100
 DEFAULT_MAX_PENDING_MANUAL_RUNS = 100_000
 """Ten Backfill calls of the most occurrences one may cover (``api.scheduler``), as max_jobs defaults to 100 000."""
+
+KEY_LIST_LIMIT = 1001
+"""The most keys one :meth:`TenantStore.list_keys` reads: a page of at
+most 1000 (the API's largest) and one more to tell that another follows."""
 
 LIMIT_MAX_JOBS = 1_000_000_000
 """The largest ``max_jobs`` an operator may set: far above what a store
@@ -276,9 +280,15 @@ class TenantStore(SqlStore):
 
         return await self._tx(fn)
 
-    async def list_keys(self, tenant: str) -> list[ApiKey]:
-        """The tenant's keys that have not expired, newest first."""
+    async def list_keys(
+        self, tenant: str, *, after: tuple[datetime, str] | None = None, limit: int = KEY_LIST_LIMIT
+    ) -> list[ApiKey]:
+        """The tenant's keys that have not expired, newest first (then by
+        id): the ``limit`` (at most :data:`KEY_LIST_LIMIT`) after ``after`` =
+        (created_at, id) of the last key of the previous page. NotFound
+        when the tenant does not exist."""
         now_us = to_us(self.clock.now())
+        start = None if after is None else (to_us(after[0]), after[1])
 
         def fn(conn: Connection) -> list[ApiKey]:
             _get_tenant(conn, tenant)
@@ -286,9 +296,8 @@ class TenantStore(SqlStore):
                 sa.select(api_keys)
                 .where(api_keys.c.tenant == tenant)
                 .where(sa.or_(api_keys.c.expires_at.is_(None), api_keys.c.expires_at > now_us))
-                .order_by(api_keys.c.created_at.desc(), api_keys.c.id)
-                .limit(1000)
             )
+            query = newest_first(query, api_keys.c.created_at, api_keys.c.id, start).limit(min(limit, KEY_LIST_LIMIT))
             return [_key_from_row(row) for row in conn.execute(query)]
 
         return await self._tx(fn)

@@ -104,3 +104,31 @@ def test_the_manual_run_quota_is_set_by_its_flag_and_read_by_tenant_get(cli, fak
     shown = cli(*operator, "admin", "tenant", "get", "acme")
     assert "manual runs waiting: 12" in shown.out and "40 manual runs waiting" in shown.out
     assert cli(*operator, "admin", "tenant", "update", "acme", "--max-pending-manual-runs", "-1").code != 0
+
+
+def test_key_and_credential_lists_follow_every_page(cli, fake, operator) -> None:
+    fake.script("ListApiKeys",
+                admin_pb2.ListApiKeysResponse(api_keys=[admin_pb2.ApiKey(id="k1")], next_page_token="t1"),
+                admin_pb2.ListApiKeysResponse(api_keys=[admin_pb2.ApiKey(id="k2")]))  # fmt: skip
+    result = cli(*operator, "admin", "tenant", "api-key", "list", "acme")
+    assert result.code == 0, result.err
+    assert "k1" in result.out and "k2" in result.out and "more follow" not in result.err
+    assert [(r.tenant, r.page_token) for r in fake.requests("ListApiKeys")] == [("acme", ""), ("acme", "t1")]
+
+    fake.script("ListWorkerCredentials",
+                admin_pb2.ListWorkerCredentialsResponse(credentials=[admin_pb2.WorkerCredential(id="c1")],
+                                                        next_page_token="u1"),
+                admin_pb2.ListWorkerCredentialsResponse(credentials=[admin_pb2.WorkerCredential(id="c2")]))  # fmt: skip
+    document = json.loads(cli(*operator, "admin", "worker-credential", "list", "--tenant", "acme", "--json").out)
+    assert [c["id"] for c in document["credentials"]] == ["c1", "c2"] and "nextPageToken" not in document
+    assert [r.page_token for r in fake.requests("ListWorkerCredentials")] == ["", "u1"]
+
+
+def test_a_limited_key_list_asks_for_the_rest_and_says_where_to_go_on(cli, fake, operator) -> None:
+    fake.reply("ListApiKeys", lambda request, _ctx: admin_pb2.ListApiKeysResponse(
+        api_keys=[admin_pb2.ApiKey(id=f"k{n}") for n in range(request.page_size or 100)], next_page_token="next"))
+    result = cli(*operator, "admin", "tenant", "api-key", "list", "acme", "--limit", "3", "--page-token", "from")
+    assert result.code == 0, result.err
+    assert [(r.page_size, r.page_token) for r in fake.requests("ListApiKeys")] == [(3, "from")]
+    assert "--page-token next" in result.err
+    assert cli(*operator, "admin", "worker-credential", "list", "--limit", "-1").code != 0

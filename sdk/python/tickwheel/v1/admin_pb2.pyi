@@ -329,16 +329,22 @@ class RevokeApiKeyResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ListApiKeysRequest(_message.Message):
-    __slots__ = ("tenant",)
+    __slots__ = ("tenant", "page_size", "page_token")
     TENANT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     tenant: str
-    def __init__(self, tenant: _Optional[str] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, tenant: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListApiKeysResponse(_message.Message):
-    __slots__ = ("api_keys",)
+    __slots__ = ("api_keys", "next_page_token")
     API_KEYS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     api_keys: _containers.RepeatedCompositeFieldContainer[ApiKey]
-    def __init__(self, api_keys: _Optional[_Iterable[_Union[ApiKey, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, api_keys: _Optional[_Iterable[_Union[ApiKey, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class WorkerCredential(_message.Message):
     __slots__ = ("id", "tenants", "handlers", "http", "description", "created_at")
@@ -385,16 +391,22 @@ class RevokeWorkerCredentialResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ListWorkerCredentialsRequest(_message.Message):
-    __slots__ = ("tenant",)
+    __slots__ = ("tenant", "page_size", "page_token")
     TENANT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     tenant: str
-    def __init__(self, tenant: _Optional[str] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, tenant: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListWorkerCredentialsResponse(_message.Message):
-    __slots__ = ("credentials",)
+    __slots__ = ("credentials", "next_page_token")
     CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     credentials: _containers.RepeatedCompositeFieldContainer[WorkerCredential]
-    def __init__(self, credentials: _Optional[_Iterable[_Union[WorkerCredential, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, credentials: _Optional[_Iterable[_Union[WorkerCredential, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class SearchJobsRequest(_message.Message):
     __slots__ = ("tenant", "name_prefix", "state", "page_size", "page_token")

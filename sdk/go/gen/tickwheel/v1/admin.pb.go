@@ -1994,7 +1994,13 @@ func (*RevokeApiKeyResponse) Descriptor() ([]byte, []int) {
 type ListApiKeysRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required. The tenant's name.
-	Tenant        string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Default and at most 1000: a client that sends no page field gets the
+	// first page as large as the whole answer was before paging.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response of ListApiKeys for the same tenant; empty for
+	// the first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2036,11 +2042,28 @@ func (x *ListApiKeysRequest) GetTenant() string {
 	return ""
 }
 
+func (x *ListApiKeysRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListApiKeysRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListApiKeys output.
 type ListApiKeysResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Keys that have not expired, newest first.
-	ApiKeys       []*ApiKey `protobuf:"bytes,1,rep,name=api_keys,json=apiKeys,proto3" json:"api_keys,omitempty"`
+	// Keys that have not expired, newest first (then by id): at most
+	// `page_size`.
+	ApiKeys []*ApiKey `protobuf:"bytes,1,rep,name=api_keys,json=apiKeys,proto3" json:"api_keys,omitempty"`
+	// Empty when this is the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2080,6 +2103,13 @@ func (x *ListApiKeysResponse) GetApiKeys() []*ApiKey {
 		return x.ApiKeys
 	}
 	return nil
+}
+
+func (x *ListApiKeysResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // A worker credential's metadata.
@@ -2380,7 +2410,13 @@ func (*RevokeWorkerCredentialResponse) Descriptor() ([]byte, []int) {
 type ListWorkerCredentialsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Optional. Only credentials that serve this tenant.
-	Tenant        string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Default and at most 1000: a client that sends no page field gets the
+	// first page as large as the whole answer was before paging.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response of ListWorkerCredentials with the same
+	// `tenant`; empty for the first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2422,11 +2458,28 @@ func (x *ListWorkerCredentialsRequest) GetTenant() string {
 	return ""
 }
 
+func (x *ListWorkerCredentialsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListWorkerCredentialsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListWorkerCredentials output.
 type ListWorkerCredentialsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Credentials not revoked, newest first.
-	Credentials   []*WorkerCredential `protobuf:"bytes,1,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	// Credentials not revoked, newest first (then by id): at most
+	// `page_size`.
+	Credentials []*WorkerCredential `protobuf:"bytes,1,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	// Empty when this is the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2466,6 +2519,13 @@ func (x *ListWorkerCredentialsResponse) GetCredentials() []*WorkerCredential {
 		return x.Credentials
 	}
 	return nil
+}
+
+func (x *ListWorkerCredentialsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // SearchJobs input.
@@ -3592,11 +3652,15 @@ const file_tickwheel_v1_admin_proto_rawDesc = "" +
 	"\x12old_key_expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x0foldKeyExpiresAt\"%\n" +
 	"\x13RevokeApiKeyRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
-	"\x14RevokeApiKeyResponse\",\n" +
+	"\x14RevokeApiKeyResponse\"h\n" +
 	"\x12ListApiKeysRequest\x12\x16\n" +
-	"\x06tenant\x18\x01 \x01(\tR\x06tenant\"F\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"n\n" +
 	"\x13ListApiKeysResponse\x12/\n" +
-	"\bapi_keys\x18\x01 \x03(\v2\x14.tickwheel.v1.ApiKeyR\aapiKeys\"\xc9\x01\n" +
+	"\bapi_keys\x18\x01 \x03(\v2\x14.tickwheel.v1.ApiKeyR\aapiKeys\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc9\x01\n" +
 	"\x10WorkerCredential\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\atenants\x18\x02 \x03(\tR\atenants\x12\x1a\n" +
@@ -3616,11 +3680,15 @@ const file_tickwheel_v1_admin_proto_rawDesc = "" +
 	"credential\"/\n" +
 	"\x1dRevokeWorkerCredentialRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\" \n" +
-	"\x1eRevokeWorkerCredentialResponse\"6\n" +
+	"\x1eRevokeWorkerCredentialResponse\"r\n" +
 	"\x1cListWorkerCredentialsRequest\x12\x16\n" +
-	"\x06tenant\x18\x01 \x01(\tR\x06tenant\"a\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x89\x01\n" +
 	"\x1dListWorkerCredentialsResponse\x12@\n" +
-	"\vcredentials\x18\x01 \x03(\v2\x1e.tickwheel.v1.WorkerCredentialR\vcredentials\"\xb6\x01\n" +
+	"\vcredentials\x18\x01 \x03(\v2\x1e.tickwheel.v1.WorkerCredentialR\vcredentials\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb6\x01\n" +
 	"\x11SearchJobsRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1f\n" +
 	"\vname_prefix\x18\x02 \x01(\tR\n" +

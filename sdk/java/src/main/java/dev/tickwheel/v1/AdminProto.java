@@ -380,154 +380,159 @@ public final class AdminProto extends com.google.protobuf.GeneratedFile {
       "expires_at\030\002 \001(\0132\032.google.protobuf.Times" +
       "tampR\017oldKeyExpiresAt\"%\n\023RevokeApiKeyReq" +
       "uest\022\016\n\002id\030\001 \001(\tR\002id\"\026\n\024RevokeApiKeyResp" +
-      "onse\",\n\022ListApiKeysRequest\022\026\n\006tenant\030\001 \001" +
-      "(\tR\006tenant\"F\n\023ListApiKeysResponse\022/\n\010api" +
-      "_keys\030\001 \003(\0132\024.tickwheel.v1.ApiKeyR\007apiKe" +
-      "ys\"\311\001\n\020WorkerCredential\022\016\n\002id\030\001 \001(\tR\002id\022" +
-      "\030\n\007tenants\030\002 \003(\tR\007tenants\022\032\n\010handlers\030\003 " +
-      "\003(\tR\010handlers\022\022\n\004http\030\004 \001(\010R\004http\022 \n\013des" +
-      "cription\030\005 \001(\tR\013description\0229\n\ncreated_a" +
-      "t\030\006 \001(\0132\032.google.protobuf.TimestampR\tcre" +
-      "atedAt\"\212\001\n\034IssueWorkerCredentialRequest\022" +
-      "\030\n\007tenants\030\001 \003(\tR\007tenants\022\032\n\010handlers\030\002 " +
-      "\003(\tR\010handlers\022\022\n\004http\030\003 \001(\010R\004http\022 \n\013des" +
-      "cription\030\004 \001(\tR\013description\"[\n\035IssueWork" +
-      "erCredentialResponse\022:\n\ncredential\030\001 \001(\013" +
-      "2\032.tickwheel.v1.IssuedSecretR\ncredential" +
-      "\"/\n\035RevokeWorkerCredentialRequest\022\016\n\002id\030" +
-      "\001 \001(\tR\002id\" \n\036RevokeWorkerCredentialRespo" +
-      "nse\"6\n\034ListWorkerCredentialsRequest\022\026\n\006t" +
-      "enant\030\001 \001(\tR\006tenant\"a\n\035ListWorkerCredent" +
-      "ialsResponse\022@\n\013credentials\030\001 \003(\0132\036.tick" +
-      "wheel.v1.WorkerCredentialR\013credentials\"\266" +
-      "\001\n\021SearchJobsRequest\022\026\n\006tenant\030\001 \001(\tR\006te" +
-      "nant\022\037\n\013name_prefix\030\002 \001(\tR\nnamePrefix\022,\n" +
-      "\005state\030\003 \001(\0162\026.tickwheel.v1.JobStateR\005st" +
-      "ate\022\033\n\tpage_size\030\004 \001(\005R\010pageSize\022\035\n\npage" +
-      "_token\030\005 \001(\tR\tpageToken\"c\n\022SearchJobsRes" +
-      "ponse\022%\n\004jobs\030\001 \003(\0132\021.tickwheel.v1.JobR\004" +
-      "jobs\022&\n\017next_page_token\030\002 \001(\tR\rnextPageT" +
-      "oken\"\245\002\n\027SearchExecutionsRequest\022\026\n\006tena" +
-      "nt\030\001 \001(\tR\006tenant\022\025\n\006job_id\030\002 \001(\tR\005jobId\022" +
-      "9\n\010statuses\030\003 \003(\0162\035.tickwheel.v1.Executi" +
-      "onStatusR\010statuses\0223\n\007from_at\030\004 \001(\0132\032.go" +
-      "ogle.protobuf.TimestampR\006fromAt\022/\n\005to_at" +
-      "\030\005 \001(\0132\032.google.protobuf.TimestampR\004toAt" +
-      "\022\033\n\tpage_size\030\006 \001(\005R\010pageSize\022\035\n\npage_to" +
-      "ken\030\007 \001(\tR\tpageToken\"{\n\030SearchExecutions" +
-      "Response\0227\n\nexecutions\030\001 \003(\0132\027.tickwheel" +
-      ".v1.ExecutionR\nexecutions\022&\n\017next_page_t" +
-      "oken\030\002 \001(\tR\rnextPageToken\"b\n\022DrainServer" +
-      "Request\022\033\n\tserver_id\030\001 \001(\tR\010serverId\022/\n\005" +
-      "grace\030\002 \001(\0132\031.google.protobuf.DurationR\005" +
-      "grace\"o\n\023DrainServerResponse\022/\n\023partitio" +
-      "ns_released\030\001 \001(\005R\022partitionsReleased\022\'\n" +
-      "\017workers_drained\030\002 \001(\005R\016workersDrained\"\310" +
-      "\004\n\005Alert\022\016\n\002id\030\001 \001(\tR\002id\022+\n\004kind\030\002 \001(\0162\027" +
-      ".tickwheel.v1.AlertKindR\004kind\0227\n\010severit" +
-      "y\030\003 \001(\0162\033.tickwheel.v1.AlertSeverityR\010se" +
-      "verity\022\026\n\006tenant\030\004 \001(\tR\006tenant\022\025\n\006job_id" +
-      "\030\005 \001(\tR\005jobId\022!\n\014execution_id\030\006 \001(\tR\013exe" +
-      "cutionId\022\033\n\tserver_id\030\007 \001(\tR\010serverId\022\030\n" +
-      "\007summary\030\010 \001(\tR\007summary\022:\n\007details\030\t \003(\013" +
-      "2 .tickwheel.v1.Alert.DetailsEntryR\007deta" +
-      "ils\0227\n\traised_at\030\n \001(\0132\032.google.protobuf" +
-      ".TimestampR\010raisedAt\022<\n\014last_seen_at\030\013 \001" +
-      "(\0132\032.google.protobuf.TimestampR\nlastSeen" +
-      "At\022\024\n\005count\030\014 \001(\003R\005count\022;\n\013resolved_at\030" +
-      "\r \001(\0132\032.google.protobuf.TimestampR\nresol" +
-      "vedAt\032:\n\014DetailsEntry\022\020\n\003key\030\001 \001(\tR\003key\022" +
-      "\024\n\005value\030\002 \001(\tR\005value:\0028\001\"\301\001\n\021ListAlerts" +
-      "Request\022)\n\020include_resolved\030\001 \001(\010R\017inclu" +
-      "deResolved\022-\n\005kinds\030\002 \003(\0162\027.tickwheel.v1" +
-      ".AlertKindR\005kinds\022\026\n\006tenant\030\003 \001(\tR\006tenan" +
-      "t\022\033\n\tpage_size\030\004 \001(\005R\010pageSize\022\035\n\npage_t" +
-      "oken\030\005 \001(\tR\tpageToken\"i\n\022ListAlertsRespo" +
-      "nse\022+\n\006alerts\030\001 \003(\0132\023.tickwheel.v1.Alert" +
-      "R\006alerts\022&\n\017next_page_token\030\002 \001(\tR\rnextP" +
-      "ageToken\"~\n\022WatchAlertsRequest\022-\n\005kinds\030" +
-      "\001 \003(\0162\027.tickwheel.v1.AlertKindR\005kinds\022\026\n" +
-      "\006tenant\030\002 \001(\tR\006tenant\022!\n\014include_open\030\003 " +
-      "\001(\010R\013includeOpen\"@\n\023WatchAlertsResponse\022" +
-      ")\n\005alert\030\001 \001(\0132\023.tickwheel.v1.AlertR\005ale" +
-      "rt\"J\n\031RecomputeSchedulesRequest\022\024\n\005zones" +
-      "\030\001 \003(\tR\005zones\022\027\n\007dry_run\030\002 \001(\010R\006dryRun\"\223" +
-      "\001\n\032RecomputeSchedulesResponse\022%\n\016tzdata_" +
-      "version\030\001 \001(\tR\rtzdataVersion\022\032\n\010examined" +
-      "\030\002 \001(\003R\010examined\0222\n\007shifted\030\003 \003(\0132\030.tick" +
-      "wheel.v1.ShiftedRunR\007shifted\"\301\001\n\nShifted" +
-      "Run\022\025\n\006job_id\030\001 \001(\tR\005jobId\022\026\n\006tenant\030\002 \001" +
-      "(\tR\006tenant\022A\n\017old_next_run_at\030\003 \001(\0132\032.go" +
-      "ogle.protobuf.TimestampR\014oldNextRunAt\022A\n" +
-      "\017new_next_run_at\030\004 \001(\0132\032.google.protobuf" +
-      ".TimestampR\014newNextRunAt*]\n\014SessionState" +
-      "\022\035\n\031SESSION_STATE_UNSPECIFIED\020\000\022\026\n\022SESSI" +
-      "ON_STATE_LIVE\020\001\022\026\n\022SESSION_STATE_LOST\020\002*" +
-      "]\n\013TenantState\022\034\n\030TENANT_STATE_UNSPECIFI" +
-      "ED\020\000\022\027\n\023TENANT_STATE_ACTIVE\020\001\022\027\n\023TENANT_" +
-      "STATE_PAUSED\020\002*\206\003\n\tAlertKind\022\032\n\026ALERT_KI" +
-      "ND_UNSPECIFIED\020\000\022\023\n\017ALERT_KIND_LATE\020\001\022\026\n" +
-      "\022ALERT_KIND_SKIPPED\020\002\022\032\n\026ALERT_KIND_DEAD" +
-      "_LETTER\020\003\022\025\n\021ALERT_KIND_POISON\020\004\022\033\n\027ALER" +
-      "T_KIND_CIRCUIT_OPEN\020\005\022 \n\034ALERT_KIND_PART" +
-      "ITION_UNOWNED\020\006\022\031\n\025ALERT_KIND_CLOCK_SKEW" +
-      "\020\007\022\033\n\027ALERT_KIND_TZDATA_SHIFT\020\010\022\035\n\031ALERT" +
-      "_KIND_JOB_UNREADABLE\020\t\022$\n ALERT_KIND_SCH" +
-      "EDULE_UNCOMPUTABLE\020\n\022$\n ALERT_KIND_CALEN" +
-      "DAR_RUNS_CHANGED\020\013\022\033\n\027ALERT_KIND_ETCD_NO" +
-      "SPACE\020\014*\201\001\n\rAlertSeverity\022\036\n\032ALERT_SEVER" +
-      "ITY_UNSPECIFIED\020\000\022\027\n\023ALERT_SEVERITY_INFO" +
-      "\020\001\022\032\n\026ALERT_SEVERITY_WARNING\020\002\022\033\n\027ALERT_" +
-      "SEVERITY_CRITICAL\020\0032\252\016\n\014AdminService\022X\n\r" +
-      "ClusterStatus\022\".tickwheel.v1.ClusterStat" +
-      "usRequest\032#.tickwheel.v1.ClusterStatusRe" +
-      "sponse\022U\n\014CreateTenant\022!.tickwheel.v1.Cr" +
-      "eateTenantRequest\032\".tickwheel.v1.CreateT" +
-      "enantResponse\022L\n\tGetTenant\022\036.tickwheel.v" +
-      "1.GetTenantRequest\032\037.tickwheel.v1.GetTen" +
-      "antResponse\022R\n\013ListTenants\022 .tickwheel.v" +
-      "1.ListTenantsRequest\032!.tickwheel.v1.List" +
-      "TenantsResponse\022U\n\014UpdateTenant\022!.tickwh" +
-      "eel.v1.UpdateTenantRequest\032\".tickwheel.v" +
-      "1.UpdateTenantResponse\022R\n\013PauseTenant\022 ." +
-      "tickwheel.v1.PauseTenantRequest\032!.tickwh" +
-      "eel.v1.PauseTenantResponse\022U\n\014ResumeTena" +
-      "nt\022!.tickwheel.v1.ResumeTenantRequest\032\"." +
-      "tickwheel.v1.ResumeTenantResponse\022R\n\013Iss" +
-      "ueApiKey\022 .tickwheel.v1.IssueApiKeyReque" +
-      "st\032!.tickwheel.v1.IssueApiKeyResponse\022U\n" +
-      "\014RotateApiKey\022!.tickwheel.v1.RotateApiKe" +
-      "yRequest\032\".tickwheel.v1.RotateApiKeyResp" +
-      "onse\022U\n\014RevokeApiKey\022!.tickwheel.v1.Revo" +
-      "keApiKeyRequest\032\".tickwheel.v1.RevokeApi" +
-      "KeyResponse\022R\n\013ListApiKeys\022 .tickwheel.v" +
-      "1.ListApiKeysRequest\032!.tickwheel.v1.List" +
-      "ApiKeysResponse\022p\n\025IssueWorkerCredential" +
-      "\022*.tickwheel.v1.IssueWorkerCredentialReq" +
-      "uest\032+.tickwheel.v1.IssueWorkerCredentia" +
-      "lResponse\022s\n\026RevokeWorkerCredential\022+.ti" +
-      "ckwheel.v1.RevokeWorkerCredentialRequest" +
-      "\032,.tickwheel.v1.RevokeWorkerCredentialRe" +
-      "sponse\022p\n\025ListWorkerCredentials\022*.tickwh" +
-      "eel.v1.ListWorkerCredentialsRequest\032+.ti" +
-      "ckwheel.v1.ListWorkerCredentialsResponse" +
-      "\022O\n\nSearchJobs\022\037.tickwheel.v1.SearchJobs" +
-      "Request\032 .tickwheel.v1.SearchJobsRespons" +
-      "e\022a\n\020SearchExecutions\022%.tickwheel.v1.Sea" +
-      "rchExecutionsRequest\032&.tickwheel.v1.Sear" +
-      "chExecutionsResponse\022R\n\013DrainServer\022 .ti" +
-      "ckwheel.v1.DrainServerRequest\032!.tickwhee" +
-      "l.v1.DrainServerResponse\022O\n\nListAlerts\022\037" +
-      ".tickwheel.v1.ListAlertsRequest\032 .tickwh" +
-      "eel.v1.ListAlertsResponse\022T\n\013WatchAlerts" +
-      "\022 .tickwheel.v1.WatchAlertsRequest\032!.tic" +
-      "kwheel.v1.WatchAlertsResponse0\001\022g\n\022Recom" +
-      "puteSchedules\022\'.tickwheel.v1.RecomputeSc" +
-      "hedulesRequest\032(.tickwheel.v1.RecomputeS" +
-      "chedulesResponseBd\n\020dev.tickwheel.v1B\nAd" +
-      "minProtoP\001ZBgithub.com/tickwheel/tickwhe" +
-      "el/sdk/go/gen/tickwheel/v1;tickwheelv1b\006" +
-      "proto3"
+      "onse\"h\n\022ListApiKeysRequest\022\026\n\006tenant\030\001 \001" +
+      "(\tR\006tenant\022\033\n\tpage_size\030\002 \001(\005R\010pageSize\022" +
+      "\035\n\npage_token\030\003 \001(\tR\tpageToken\"n\n\023ListAp" +
+      "iKeysResponse\022/\n\010api_keys\030\001 \003(\0132\024.tickwh" +
+      "eel.v1.ApiKeyR\007apiKeys\022&\n\017next_page_toke" +
+      "n\030\002 \001(\tR\rnextPageToken\"\311\001\n\020WorkerCredent" +
+      "ial\022\016\n\002id\030\001 \001(\tR\002id\022\030\n\007tenants\030\002 \003(\tR\007te" +
+      "nants\022\032\n\010handlers\030\003 \003(\tR\010handlers\022\022\n\004htt" +
+      "p\030\004 \001(\010R\004http\022 \n\013description\030\005 \001(\tR\013desc" +
+      "ription\0229\n\ncreated_at\030\006 \001(\0132\032.google.pro" +
+      "tobuf.TimestampR\tcreatedAt\"\212\001\n\034IssueWork" +
+      "erCredentialRequest\022\030\n\007tenants\030\001 \003(\tR\007te" +
+      "nants\022\032\n\010handlers\030\002 \003(\tR\010handlers\022\022\n\004htt" +
+      "p\030\003 \001(\010R\004http\022 \n\013description\030\004 \001(\tR\013desc" +
+      "ription\"[\n\035IssueWorkerCredentialResponse" +
+      "\022:\n\ncredential\030\001 \001(\0132\032.tickwheel.v1.Issu" +
+      "edSecretR\ncredential\"/\n\035RevokeWorkerCred" +
+      "entialRequest\022\016\n\002id\030\001 \001(\tR\002id\" \n\036RevokeW" +
+      "orkerCredentialResponse\"r\n\034ListWorkerCre" +
+      "dentialsRequest\022\026\n\006tenant\030\001 \001(\tR\006tenant\022" +
+      "\033\n\tpage_size\030\002 \001(\005R\010pageSize\022\035\n\npage_tok" +
+      "en\030\003 \001(\tR\tpageToken\"\211\001\n\035ListWorkerCreden" +
+      "tialsResponse\022@\n\013credentials\030\001 \003(\0132\036.tic" +
+      "kwheel.v1.WorkerCredentialR\013credentials\022" +
+      "&\n\017next_page_token\030\002 \001(\tR\rnextPageToken\"" +
+      "\266\001\n\021SearchJobsRequest\022\026\n\006tenant\030\001 \001(\tR\006t" +
+      "enant\022\037\n\013name_prefix\030\002 \001(\tR\nnamePrefix\022," +
+      "\n\005state\030\003 \001(\0162\026.tickwheel.v1.JobStateR\005s" +
+      "tate\022\033\n\tpage_size\030\004 \001(\005R\010pageSize\022\035\n\npag" +
+      "e_token\030\005 \001(\tR\tpageToken\"c\n\022SearchJobsRe" +
+      "sponse\022%\n\004jobs\030\001 \003(\0132\021.tickwheel.v1.JobR" +
+      "\004jobs\022&\n\017next_page_token\030\002 \001(\tR\rnextPage" +
+      "Token\"\245\002\n\027SearchExecutionsRequest\022\026\n\006ten" +
+      "ant\030\001 \001(\tR\006tenant\022\025\n\006job_id\030\002 \001(\tR\005jobId" +
+      "\0229\n\010statuses\030\003 \003(\0162\035.tickwheel.v1.Execut" +
+      "ionStatusR\010statuses\0223\n\007from_at\030\004 \001(\0132\032.g" +
+      "oogle.protobuf.TimestampR\006fromAt\022/\n\005to_a" +
+      "t\030\005 \001(\0132\032.google.protobuf.TimestampR\004toA" +
+      "t\022\033\n\tpage_size\030\006 \001(\005R\010pageSize\022\035\n\npage_t" +
+      "oken\030\007 \001(\tR\tpageToken\"{\n\030SearchExecution" +
+      "sResponse\0227\n\nexecutions\030\001 \003(\0132\027.tickwhee" +
+      "l.v1.ExecutionR\nexecutions\022&\n\017next_page_" +
+      "token\030\002 \001(\tR\rnextPageToken\"b\n\022DrainServe" +
+      "rRequest\022\033\n\tserver_id\030\001 \001(\tR\010serverId\022/\n" +
+      "\005grace\030\002 \001(\0132\031.google.protobuf.DurationR" +
+      "\005grace\"o\n\023DrainServerResponse\022/\n\023partiti" +
+      "ons_released\030\001 \001(\005R\022partitionsReleased\022\'" +
+      "\n\017workers_drained\030\002 \001(\005R\016workersDrained\"" +
+      "\310\004\n\005Alert\022\016\n\002id\030\001 \001(\tR\002id\022+\n\004kind\030\002 \001(\0162" +
+      "\027.tickwheel.v1.AlertKindR\004kind\0227\n\010severi" +
+      "ty\030\003 \001(\0162\033.tickwheel.v1.AlertSeverityR\010s" +
+      "everity\022\026\n\006tenant\030\004 \001(\tR\006tenant\022\025\n\006job_i" +
+      "d\030\005 \001(\tR\005jobId\022!\n\014execution_id\030\006 \001(\tR\013ex" +
+      "ecutionId\022\033\n\tserver_id\030\007 \001(\tR\010serverId\022\030" +
+      "\n\007summary\030\010 \001(\tR\007summary\022:\n\007details\030\t \003(" +
+      "\0132 .tickwheel.v1.Alert.DetailsEntryR\007det" +
+      "ails\0227\n\traised_at\030\n \001(\0132\032.google.protobu" +
+      "f.TimestampR\010raisedAt\022<\n\014last_seen_at\030\013 " +
+      "\001(\0132\032.google.protobuf.TimestampR\nlastSee" +
+      "nAt\022\024\n\005count\030\014 \001(\003R\005count\022;\n\013resolved_at" +
+      "\030\r \001(\0132\032.google.protobuf.TimestampR\nreso" +
+      "lvedAt\032:\n\014DetailsEntry\022\020\n\003key\030\001 \001(\tR\003key" +
+      "\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"\301\001\n\021ListAlert" +
+      "sRequest\022)\n\020include_resolved\030\001 \001(\010R\017incl" +
+      "udeResolved\022-\n\005kinds\030\002 \003(\0162\027.tickwheel.v" +
+      "1.AlertKindR\005kinds\022\026\n\006tenant\030\003 \001(\tR\006tena" +
+      "nt\022\033\n\tpage_size\030\004 \001(\005R\010pageSize\022\035\n\npage_" +
+      "token\030\005 \001(\tR\tpageToken\"i\n\022ListAlertsResp" +
+      "onse\022+\n\006alerts\030\001 \003(\0132\023.tickwheel.v1.Aler" +
+      "tR\006alerts\022&\n\017next_page_token\030\002 \001(\tR\rnext" +
+      "PageToken\"~\n\022WatchAlertsRequest\022-\n\005kinds" +
+      "\030\001 \003(\0162\027.tickwheel.v1.AlertKindR\005kinds\022\026" +
+      "\n\006tenant\030\002 \001(\tR\006tenant\022!\n\014include_open\030\003" +
+      " \001(\010R\013includeOpen\"@\n\023WatchAlertsResponse" +
+      "\022)\n\005alert\030\001 \001(\0132\023.tickwheel.v1.AlertR\005al" +
+      "ert\"J\n\031RecomputeSchedulesRequest\022\024\n\005zone" +
+      "s\030\001 \003(\tR\005zones\022\027\n\007dry_run\030\002 \001(\010R\006dryRun\"" +
+      "\223\001\n\032RecomputeSchedulesResponse\022%\n\016tzdata" +
+      "_version\030\001 \001(\tR\rtzdataVersion\022\032\n\010examine" +
+      "d\030\002 \001(\003R\010examined\0222\n\007shifted\030\003 \003(\0132\030.tic" +
+      "kwheel.v1.ShiftedRunR\007shifted\"\301\001\n\nShifte" +
+      "dRun\022\025\n\006job_id\030\001 \001(\tR\005jobId\022\026\n\006tenant\030\002 " +
+      "\001(\tR\006tenant\022A\n\017old_next_run_at\030\003 \001(\0132\032.g" +
+      "oogle.protobuf.TimestampR\014oldNextRunAt\022A" +
+      "\n\017new_next_run_at\030\004 \001(\0132\032.google.protobu" +
+      "f.TimestampR\014newNextRunAt*]\n\014SessionStat" +
+      "e\022\035\n\031SESSION_STATE_UNSPECIFIED\020\000\022\026\n\022SESS" +
+      "ION_STATE_LIVE\020\001\022\026\n\022SESSION_STATE_LOST\020\002" +
+      "*]\n\013TenantState\022\034\n\030TENANT_STATE_UNSPECIF" +
+      "IED\020\000\022\027\n\023TENANT_STATE_ACTIVE\020\001\022\027\n\023TENANT" +
+      "_STATE_PAUSED\020\002*\206\003\n\tAlertKind\022\032\n\026ALERT_K" +
+      "IND_UNSPECIFIED\020\000\022\023\n\017ALERT_KIND_LATE\020\001\022\026" +
+      "\n\022ALERT_KIND_SKIPPED\020\002\022\032\n\026ALERT_KIND_DEA" +
+      "D_LETTER\020\003\022\025\n\021ALERT_KIND_POISON\020\004\022\033\n\027ALE" +
+      "RT_KIND_CIRCUIT_OPEN\020\005\022 \n\034ALERT_KIND_PAR" +
+      "TITION_UNOWNED\020\006\022\031\n\025ALERT_KIND_CLOCK_SKE" +
+      "W\020\007\022\033\n\027ALERT_KIND_TZDATA_SHIFT\020\010\022\035\n\031ALER" +
+      "T_KIND_JOB_UNREADABLE\020\t\022$\n ALERT_KIND_SC" +
+      "HEDULE_UNCOMPUTABLE\020\n\022$\n ALERT_KIND_CALE" +
+      "NDAR_RUNS_CHANGED\020\013\022\033\n\027ALERT_KIND_ETCD_N" +
+      "OSPACE\020\014*\201\001\n\rAlertSeverity\022\036\n\032ALERT_SEVE" +
+      "RITY_UNSPECIFIED\020\000\022\027\n\023ALERT_SEVERITY_INF" +
+      "O\020\001\022\032\n\026ALERT_SEVERITY_WARNING\020\002\022\033\n\027ALERT" +
+      "_SEVERITY_CRITICAL\020\0032\252\016\n\014AdminService\022X\n" +
+      "\rClusterStatus\022\".tickwheel.v1.ClusterSta" +
+      "tusRequest\032#.tickwheel.v1.ClusterStatusR" +
+      "esponse\022U\n\014CreateTenant\022!.tickwheel.v1.C" +
+      "reateTenantRequest\032\".tickwheel.v1.Create" +
+      "TenantResponse\022L\n\tGetTenant\022\036.tickwheel." +
+      "v1.GetTenantRequest\032\037.tickwheel.v1.GetTe" +
+      "nantResponse\022R\n\013ListTenants\022 .tickwheel." +
+      "v1.ListTenantsRequest\032!.tickwheel.v1.Lis" +
+      "tTenantsResponse\022U\n\014UpdateTenant\022!.tickw" +
+      "heel.v1.UpdateTenantRequest\032\".tickwheel." +
+      "v1.UpdateTenantResponse\022R\n\013PauseTenant\022 " +
+      ".tickwheel.v1.PauseTenantRequest\032!.tickw" +
+      "heel.v1.PauseTenantResponse\022U\n\014ResumeTen" +
+      "ant\022!.tickwheel.v1.ResumeTenantRequest\032\"" +
+      ".tickwheel.v1.ResumeTenantResponse\022R\n\013Is" +
+      "sueApiKey\022 .tickwheel.v1.IssueApiKeyRequ" +
+      "est\032!.tickwheel.v1.IssueApiKeyResponse\022U" +
+      "\n\014RotateApiKey\022!.tickwheel.v1.RotateApiK" +
+      "eyRequest\032\".tickwheel.v1.RotateApiKeyRes" +
+      "ponse\022U\n\014RevokeApiKey\022!.tickwheel.v1.Rev" +
+      "okeApiKeyRequest\032\".tickwheel.v1.RevokeAp" +
+      "iKeyResponse\022R\n\013ListApiKeys\022 .tickwheel." +
+      "v1.ListApiKeysRequest\032!.tickwheel.v1.Lis" +
+      "tApiKeysResponse\022p\n\025IssueWorkerCredentia" +
+      "l\022*.tickwheel.v1.IssueWorkerCredentialRe" +
+      "quest\032+.tickwheel.v1.IssueWorkerCredenti" +
+      "alResponse\022s\n\026RevokeWorkerCredential\022+.t" +
+      "ickwheel.v1.RevokeWorkerCredentialReques" +
+      "t\032,.tickwheel.v1.RevokeWorkerCredentialR" +
+      "esponse\022p\n\025ListWorkerCredentials\022*.tickw" +
+      "heel.v1.ListWorkerCredentialsRequest\032+.t" +
+      "ickwheel.v1.ListWorkerCredentialsRespons" +
+      "e\022O\n\nSearchJobs\022\037.tickwheel.v1.SearchJob" +
+      "sRequest\032 .tickwheel.v1.SearchJobsRespon" +
+      "se\022a\n\020SearchExecutions\022%.tickwheel.v1.Se" +
+      "archExecutionsRequest\032&.tickwheel.v1.Sea" +
+      "rchExecutionsResponse\022R\n\013DrainServer\022 .t" +
+      "ickwheel.v1.DrainServerRequest\032!.tickwhe" +
+      "el.v1.DrainServerResponse\022O\n\nListAlerts\022" +
+      "\037.tickwheel.v1.ListAlertsRequest\032 .tickw" +
+      "heel.v1.ListAlertsResponse\022T\n\013WatchAlert" +
+      "s\022 .tickwheel.v1.WatchAlertsRequest\032!.ti" +
+      "ckwheel.v1.WatchAlertsResponse0\001\022g\n\022Reco" +
+      "mputeSchedules\022\'.tickwheel.v1.RecomputeS" +
+      "chedulesRequest\032(.tickwheel.v1.Recompute" +
+      "SchedulesResponseBd\n\020dev.tickwheel.v1B\nA" +
+      "dminProtoP\001ZBgithub.com/tickwheel/tickwh" +
+      "eel/sdk/go/gen/tickwheel/v1;tickwheelv1b" +
+      "\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -705,13 +710,13 @@ public final class AdminProto extends com.google.protobuf.GeneratedFile {
     internal_static_tickwheel_v1_ListApiKeysRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListApiKeysRequest_descriptor,
-        new java.lang.String[] { "Tenant", });
+        new java.lang.String[] { "Tenant", "PageSize", "PageToken", });
     internal_static_tickwheel_v1_ListApiKeysResponse_descriptor =
       getDescriptor().getMessageType(28);
     internal_static_tickwheel_v1_ListApiKeysResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListApiKeysResponse_descriptor,
-        new java.lang.String[] { "ApiKeys", });
+        new java.lang.String[] { "ApiKeys", "NextPageToken", });
     internal_static_tickwheel_v1_WorkerCredential_descriptor =
       getDescriptor().getMessageType(29);
     internal_static_tickwheel_v1_WorkerCredential_fieldAccessorTable = new
@@ -747,13 +752,13 @@ public final class AdminProto extends com.google.protobuf.GeneratedFile {
     internal_static_tickwheel_v1_ListWorkerCredentialsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListWorkerCredentialsRequest_descriptor,
-        new java.lang.String[] { "Tenant", });
+        new java.lang.String[] { "Tenant", "PageSize", "PageToken", });
     internal_static_tickwheel_v1_ListWorkerCredentialsResponse_descriptor =
       getDescriptor().getMessageType(35);
     internal_static_tickwheel_v1_ListWorkerCredentialsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListWorkerCredentialsResponse_descriptor,
-        new java.lang.String[] { "Credentials", });
+        new java.lang.String[] { "Credentials", "NextPageToken", });
     internal_static_tickwheel_v1_SearchJobsRequest_descriptor =
       getDescriptor().getMessageType(36);
     internal_static_tickwheel_v1_SearchJobsRequest_fieldAccessorTable = new

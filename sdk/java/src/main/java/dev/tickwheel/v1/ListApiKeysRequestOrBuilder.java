@@ -29,4 +29,37 @@ public interface ListApiKeysRequestOrBuilder extends
    */
   com.google.protobuf.ByteString
       getTenantBytes();
+
+  /**
+   * <pre>
+   * Default and at most 1000: a client that sends no page field gets the
+   * first page as large as the whole answer was before paging.
+   * </pre>
+   *
+   * <code>int32 page_size = 2 [json_name = "pageSize"];</code>
+   * @return The pageSize.
+   */
+  int getPageSize();
+
+  /**
+   * <pre>
+   * From a previous response of ListApiKeys for the same tenant; empty for
+   * the first page.
+   * </pre>
+   *
+   * <code>string page_token = 3 [json_name = "pageToken"];</code>
+   * @return The pageToken.
+   */
+  java.lang.String getPageToken();
+  /**
+   * <pre>
+   * From a previous response of ListApiKeys for the same tenant; empty for
+   * the first page.
+   * </pre>
+   *
+   * <code>string page_token = 3 [json_name = "pageToken"];</code>
+   * @return The bytes for pageToken.
+   */
+  com.google.protobuf.ByteString
+      getPageTokenBytes();
 }

@@ -12,7 +12,8 @@ public interface ListApiKeysResponseOrBuilder extends
 
   /**
    * <pre>
-   * Keys that have not expired, newest first.
+   * Keys that have not expired, newest first (then by id): at most
+   * `page_size`.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.ApiKey api_keys = 1 [json_name = "apiKeys"];</code>
@@ -21,7 +22,8 @@ public interface ListApiKeysResponseOrBuilder extends
       getApiKeysList();
   /**
    * <pre>
-   * Keys that have not expired, newest first.
+   * Keys that have not expired, newest first (then by id): at most
+   * `page_size`.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.ApiKey api_keys = 1 [json_name = "apiKeys"];</code>
@@ -29,7 +31,8 @@ public interface ListApiKeysResponseOrBuilder extends
   dev.tickwheel.v1.ApiKey getApiKeys(int index);
   /**
    * <pre>
-   * Keys that have not expired, newest first.
+   * Keys that have not expired, newest first (then by id): at most
+   * `page_size`.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.ApiKey api_keys = 1 [json_name = "apiKeys"];</code>
@@ -37,7 +40,8 @@ public interface ListApiKeysResponseOrBuilder extends
   int getApiKeysCount();
   /**
    * <pre>
-   * Keys that have not expired, newest first.
+   * Keys that have not expired, newest first (then by id): at most
+   * `page_size`.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.ApiKey api_keys = 1 [json_name = "apiKeys"];</code>
@@ -46,11 +50,32 @@ public interface ListApiKeysResponseOrBuilder extends
       getApiKeysOrBuilderList();
   /**
    * <pre>
-   * Keys that have not expired, newest first.
+   * Keys that have not expired, newest first (then by id): at most
+   * `page_size`.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.ApiKey api_keys = 1 [json_name = "apiKeys"];</code>
    */
   dev.tickwheel.v1.ApiKeyOrBuilder getApiKeysOrBuilder(
       int index);
+
+  /**
+   * <pre>
+   * Empty when this is the last page.
+   * </pre>
+   *
+   * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
+   * @return The nextPageToken.
+   */
+  java.lang.String getNextPageToken();
+  /**
+   * <pre>
+   * Empty when this is the last page.
+   * </pre>
+   *
+   * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
+   * @return The bytes for nextPageToken.
+   */
+  com.google.protobuf.ByteString
+      getNextPageTokenBytes();
 }

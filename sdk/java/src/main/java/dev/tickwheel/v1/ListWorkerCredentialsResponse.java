@@ -33,6 +33,7 @@ private static final long serialVersionUID = 0L;
   }
   private ListWorkerCredentialsResponse() {
     credentials_ = java.util.Collections.emptyList();
+    nextPageToken_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -58,7 +59,8 @@ private static final long serialVersionUID = 0L;
   private java.util.List<dev.tickwheel.v1.WorkerCredential> credentials_;
   /**
    * <pre>
-   * Credentials not revoked, newest first.
+   * Credentials not revoked, newest first (then by id): at most
+   * `page_size`.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -69,7 +71,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Credentials not revoked, newest first.
+   * Credentials not revoked, newest first (then by id): at most
+   * `page_size`.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -81,7 +84,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Credentials not revoked, newest first.
+   * Credentials not revoked, newest first (then by id): at most
+   * `page_size`.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -92,7 +96,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Credentials not revoked, newest first.
+   * Credentials not revoked, newest first (then by id): at most
+   * `page_size`.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -103,7 +108,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Credentials not revoked, newest first.
+   * Credentials not revoked, newest first (then by id): at most
+   * `page_size`.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -112,6 +118,53 @@ private static final long serialVersionUID = 0L;
   public dev.tickwheel.v1.WorkerCredentialOrBuilder getCredentialsOrBuilder(
       int index) {
     return credentials_.get(index);
+  }
+
+  public static final int NEXT_PAGE_TOKEN_FIELD_NUMBER = 2;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object nextPageToken_ = "";
+  /**
+   * <pre>
+   * Empty when this is the last page.
+   * </pre>
+   *
+   * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
+   * @return The nextPageToken.
+   */
+  @java.lang.Override
+  public java.lang.String getNextPageToken() {
+    java.lang.Object ref = nextPageToken_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      nextPageToken_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * Empty when this is the last page.
+   * </pre>
+   *
+   * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
+   * @return The bytes for nextPageToken.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getNextPageTokenBytes() {
+    java.lang.Object ref = nextPageToken_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      nextPageToken_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
   }
 
   private byte memoizedIsInitialized = -1;
@@ -131,6 +184,9 @@ private static final long serialVersionUID = 0L;
     for (int i = 0; i < credentials_.size(); i++) {
       output.writeMessage(1, credentials_.get(i));
     }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(nextPageToken_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 2, nextPageToken_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -144,6 +200,9 @@ private static final long serialVersionUID = 0L;
           }
           size += 1 * count;
         }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(nextPageToken_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(2, nextPageToken_);
+    }
     return size;
   }
   @java.lang.Override
@@ -170,6 +229,8 @@ private static final long serialVersionUID = 0L;
 
     if (!getCredentialsList()
         .equals(other.getCredentialsList())) return false;
+    if (!getNextPageToken()
+        .equals(other.getNextPageToken())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -185,6 +246,8 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + CREDENTIALS_FIELD_NUMBER;
       hash = (53 * hash) + getCredentialsList().hashCode();
     }
+    hash = (37 * hash) + NEXT_PAGE_TOKEN_FIELD_NUMBER;
+    hash = (53 * hash) + getNextPageToken().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -327,6 +390,7 @@ private static final long serialVersionUID = 0L;
         credentialsBuilder_.clear();
       }
       bitField0_ = (bitField0_ & ~0x00000001);
+      nextPageToken_ = "";
       return this;
     }
 
@@ -373,6 +437,9 @@ private static final long serialVersionUID = 0L;
 
     private void buildPartial0(dev.tickwheel.v1.ListWorkerCredentialsResponse result) {
       int from_bitField0_ = bitField0_;
+      if (((from_bitField0_ & 0x00000002) != 0)) {
+        result.nextPageToken_ = nextPageToken_;
+      }
     }
 
     @java.lang.Override
@@ -413,6 +480,11 @@ private static final long serialVersionUID = 0L;
           }
         }
       }
+      if (!other.getNextPageToken().isEmpty()) {
+        nextPageToken_ = other.nextPageToken_;
+        bitField0_ |= 0x00000002;
+        onChanged();
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -450,6 +522,11 @@ private static final long serialVersionUID = 0L;
               }
               break;
             } // case 10
+            case 18: {
+              nextPageToken_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000002;
+              break;
+            } // case 18
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -481,7 +558,8 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * Credentials not revoked, newest first.
+     * Credentials not revoked, newest first (then by id): at most
+     * `page_size`.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -495,7 +573,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Credentials not revoked, newest first.
+     * Credentials not revoked, newest first (then by id): at most
+     * `page_size`.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -509,7 +588,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Credentials not revoked, newest first.
+     * Credentials not revoked, newest first (then by id): at most
+     * `page_size`.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -523,7 +603,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Credentials not revoked, newest first.
+     * Credentials not revoked, newest first (then by id): at most
+     * `page_size`.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -542,7 +623,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Credentials not revoked, newest first.
+     * Credentials not revoked, newest first (then by id): at most
+     * `page_size`.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -560,7 +642,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Credentials not revoked, newest first.
+     * Credentials not revoked, newest first (then by id): at most
+     * `page_size`.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -578,7 +661,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Credentials not revoked, newest first.
+     * Credentials not revoked, newest first (then by id): at most
+     * `page_size`.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -597,7 +681,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Credentials not revoked, newest first.
+     * Credentials not revoked, newest first (then by id): at most
+     * `page_size`.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -615,7 +700,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Credentials not revoked, newest first.
+     * Credentials not revoked, newest first (then by id): at most
+     * `page_size`.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -633,7 +719,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Credentials not revoked, newest first.
+     * Credentials not revoked, newest first (then by id): at most
+     * `page_size`.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -652,7 +739,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Credentials not revoked, newest first.
+     * Credentials not revoked, newest first (then by id): at most
+     * `page_size`.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -669,7 +757,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Credentials not revoked, newest first.
+     * Credentials not revoked, newest first (then by id): at most
+     * `page_size`.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -686,7 +775,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Credentials not revoked, newest first.
+     * Credentials not revoked, newest first (then by id): at most
+     * `page_size`.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -697,7 +787,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Credentials not revoked, newest first.
+     * Credentials not revoked, newest first (then by id): at most
+     * `page_size`.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -711,7 +802,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Credentials not revoked, newest first.
+     * Credentials not revoked, newest first (then by id): at most
+     * `page_size`.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -726,7 +818,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Credentials not revoked, newest first.
+     * Credentials not revoked, newest first (then by id): at most
+     * `page_size`.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -737,7 +830,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Credentials not revoked, newest first.
+     * Credentials not revoked, newest first (then by id): at most
+     * `page_size`.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -749,7 +843,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Credentials not revoked, newest first.
+     * Credentials not revoked, newest first (then by id): at most
+     * `page_size`.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -771,6 +866,98 @@ private static final long serialVersionUID = 0L;
         credentials_ = null;
       }
       return credentialsBuilder_;
+    }
+
+    private java.lang.Object nextPageToken_ = "";
+    /**
+     * <pre>
+     * Empty when this is the last page.
+     * </pre>
+     *
+     * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
+     * @return The nextPageToken.
+     */
+    public java.lang.String getNextPageToken() {
+      java.lang.Object ref = nextPageToken_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        nextPageToken_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Empty when this is the last page.
+     * </pre>
+     *
+     * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
+     * @return The bytes for nextPageToken.
+     */
+    public com.google.protobuf.ByteString
+        getNextPageTokenBytes() {
+      java.lang.Object ref = nextPageToken_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        nextPageToken_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Empty when this is the last page.
+     * </pre>
+     *
+     * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
+     * @param value The nextPageToken to set.
+     * @return This builder for chaining.
+     */
+    public Builder setNextPageToken(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      nextPageToken_ = value;
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Empty when this is the last page.
+     * </pre>
+     *
+     * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearNextPageToken() {
+      nextPageToken_ = getDefaultInstance().getNextPageToken();
+      bitField0_ = (bitField0_ & ~0x00000002);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Empty when this is the last page.
+     * </pre>
+     *
+     * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
+     * @param value The bytes for nextPageToken to set.
+     * @return This builder for chaining.
+     */
+    public Builder setNextPageTokenBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      nextPageToken_ = value;
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:tickwheel.v1.ListWorkerCredentialsResponse)

@@ -12,7 +12,8 @@ public interface ListWorkerCredentialsResponseOrBuilder extends
 
   /**
    * <pre>
-   * Credentials not revoked, newest first.
+   * Credentials not revoked, newest first (then by id): at most
+   * `page_size`.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -21,7 +22,8 @@ public interface ListWorkerCredentialsResponseOrBuilder extends
       getCredentialsList();
   /**
    * <pre>
-   * Credentials not revoked, newest first.
+   * Credentials not revoked, newest first (then by id): at most
+   * `page_size`.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -29,7 +31,8 @@ public interface ListWorkerCredentialsResponseOrBuilder extends
   dev.tickwheel.v1.WorkerCredential getCredentials(int index);
   /**
    * <pre>
-   * Credentials not revoked, newest first.
+   * Credentials not revoked, newest first (then by id): at most
+   * `page_size`.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -37,7 +40,8 @@ public interface ListWorkerCredentialsResponseOrBuilder extends
   int getCredentialsCount();
   /**
    * <pre>
-   * Credentials not revoked, newest first.
+   * Credentials not revoked, newest first (then by id): at most
+   * `page_size`.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
@@ -46,11 +50,32 @@ public interface ListWorkerCredentialsResponseOrBuilder extends
       getCredentialsOrBuilderList();
   /**
    * <pre>
-   * Credentials not revoked, newest first.
+   * Credentials not revoked, newest first (then by id): at most
+   * `page_size`.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.WorkerCredential credentials = 1 [json_name = "credentials"];</code>
    */
   dev.tickwheel.v1.WorkerCredentialOrBuilder getCredentialsOrBuilder(
       int index);
+
+  /**
+   * <pre>
+   * Empty when this is the last page.
+   * </pre>
+   *
+   * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
+   * @return The nextPageToken.
+   */
+  java.lang.String getNextPageToken();
+  /**
+   * <pre>
+   * Empty when this is the last page.
+   * </pre>
+   *
+   * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
+   * @return The bytes for nextPageToken.
+   */
+  com.google.protobuf.ByteString
+      getNextPageTokenBytes();
 }
