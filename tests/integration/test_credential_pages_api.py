@@ -128,7 +128,9 @@ async def test_a_page_token_serves_only_the_listing_and_tenant_that_made_it(serv
         acme_creds = (await list_credentials(admin_pb2.ListWorkerCredentialsRequest(tenant="acme", page_size=5))
                       ).next_page_token  # fmt: skip
         all_creds = (await list_credentials(admin_pb2.ListWorkerCredentialsRequest(page_size=5))).next_page_token
-        assert acme_keys and acme_creds and all_creds
+        tenants = (await admin_pb2_grpc.AdminServiceStub(channel).ListTenants(
+            admin_pb2.ListTenantsRequest(page_size=1), metadata=meta)).next_page_token  # fmt: skip
+        assert acme_keys and acme_creds and all_creds and tenants
         decoded = base64.urlsafe_b64decode(acme_keys).decode()
 
         def encoded(text: str) -> str:
@@ -146,6 +148,8 @@ async def test_a_page_token_serves_only_the_listing_and_tenant_that_made_it(serv
             (list_credentials, admin_pb2.ListWorkerCredentialsRequest(tenant="globex", page_token=acme_creds)),
             (list_credentials, admin_pb2.ListWorkerCredentialsRequest(page_token=acme_creds)),
             (list_credentials, admin_pb2.ListWorkerCredentialsRequest(tenant="acme", page_token=all_creds)),
+            (list_keys, admin_pb2.ListApiKeysRequest(tenant="acme", page_token=tenants)),
+            (list_credentials, admin_pb2.ListWorkerCredentialsRequest(page_token=tenants)),
         ]
         foreign += [(list_keys, admin_pb2.ListApiKeysRequest(tenant="acme", page_token=t)) for t in altered]
         foreign += [(list_credentials, admin_pb2.ListWorkerCredentialsRequest(page_token=t)) for t in altered]
