@@ -119,8 +119,8 @@ func (a *AdminClient) RevokeApiKey(ctx context.Context, request *tickwheelv1.Rev
 	return a.admin.RevokeApiKey(ctx, request)
 }
 
-// ListApiKeys lists a tenant's keys that have not expired, never their
-// secrets. Retried.
+// ListApiKeys lists one page of a tenant's keys that have not expired,
+// never their secrets; follow NextPageToken for the rest. Retried.
 func (a *AdminClient) ListApiKeys(ctx context.Context, request *tickwheelv1.ListApiKeysRequest) (*tickwheelv1.ListApiKeysResponse, error) {
 	return a.admin.ListApiKeys(ctx, request)
 }
@@ -137,8 +137,8 @@ func (a *AdminClient) RevokeWorkerCredential(ctx context.Context, request *tickw
 	return a.admin.RevokeWorkerCredential(ctx, request)
 }
 
-// ListWorkerCredentials lists worker credentials not revoked, never their
-// secrets. Retried.
+// ListWorkerCredentials lists one page of the worker credentials not
+// revoked, never their secrets; follow NextPageToken for the rest. Retried.
 func (a *AdminClient) ListWorkerCredentials(ctx context.Context, request *tickwheelv1.ListWorkerCredentialsRequest) (*tickwheelv1.ListWorkerCredentialsResponse, error) {
 	return a.admin.ListWorkerCredentials(ctx, request)
 }
