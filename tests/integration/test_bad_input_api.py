@@ -844,6 +844,10 @@ async def test_reasons_descriptions_ids_and_filters_are_checked_too(server) -> N
             (admin.PauseTenant(admin_pb2.PauseTenantRequest(name="acme", reason="\u2066x"),
                                metadata=server.admin_metadata()), "reason"),
             (admin.SearchJobs(admin_pb2.SearchJobsRequest(tenant="Not A Tenant"), metadata=server.admin_metadata()), "tenant"),
+            (admin.ListWorkerCredentials(admin_pb2.ListWorkerCredentialsRequest(tenant="t" * 100_000),
+                                         metadata=server.admin_metadata()), "tenant"),
+            (admin.ListWorkerCredentials(admin_pb2.ListWorkerCredentialsRequest(tenant="Acme"),
+                                         metadata=server.admin_metadata()), "tenant"),
             (admin.GetTenant(admin_pb2.GetTenantRequest(name="acme\0"), metadata=server.admin_metadata()), "name"),
         ]  # fmt: skip
         for pending, field in calls:

@@ -459,8 +459,9 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     async def ListWorkerCredentials(self, request, context):
         await self._auth.admin(context)
         size = convert.page_size(request.page_size, default=CREDENTIAL_PAGE, maximum=CREDENTIAL_PAGE)
-        after = parse_scoped_page_token(request.page_token, "ListWorkerCredentials", request.tenant)
-        page = await self._workers.list(request.tenant, after=after, limit=size)
+        tenant = _tenant_filter(request.tenant)
+        after = parse_scoped_page_token(request.page_token, "ListWorkerCredentials", tenant)
+        page = await self._workers.list(tenant, after=after, limit=size)
         credentials = [convert.worker_credential_to_proto(c) for c in page.credentials]
         kept = convert.fitting(credentials)
         if kept < len(credentials):
@@ -468,7 +469,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             page = replace(page, next_key=(cut.created_at, cut.id))
         return admin_pb2.ListWorkerCredentialsResponse(
             credentials=credentials[:kept],
-            next_page_token=scoped_page_token("ListWorkerCredentials", request.tenant, page.next_key),
+            next_page_token=scoped_page_token("ListWorkerCredentials", tenant, page.next_key),
         )
 
     @rpc
