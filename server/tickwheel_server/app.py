@@ -662,6 +662,20 @@ class TickwheelServer:
             lambda: [({}, float(r))] if (r := self.compaction.compacted_revision) else [],
         )
         metrics.observe(
+            "tickwheel_refusal_windows_refused_total",
+            "Calls refused at the edge inside their caller's refusal window (a retry delay it did not wait out)",
+            lambda: self.auth.windows.refused, counter=True,
+        )
+        metrics.observe(
+            "tickwheel_refusal_windows", "Callers with a refusal window kept on this server (ended ones included)",
+            lambda: len(self.auth.windows),
+        )
+        metrics.observe(
+            "tickwheel_authentications_refused_total",
+            "Authentications refused RESOURCE_EXHAUSTED for a peer's (or all peers') failed ones, without a store read",
+            lambda: self.auth.failures.refused, counter=True,
+        )
+        metrics.observe(
             "tickwheel_clock_skew_seconds",
             "This server's clock minus the store's, as last compared (none before the first comparison)",
             self._clock_skew,

@@ -17,6 +17,7 @@ from tickwheel.v1 import admin_pb2, admin_pb2_grpc, scheduler_pb2, scheduler_pb2
 
 from tests.integration.test_rate_limit_api import job
 from tests.integration.test_server_api import bearer
+from tickwheel_server.telemetry.prometheus import parse_samples
 
 FLOOD = 80
 """Calls at once: past the windows' slack (16), so the window is lengthened."""
@@ -82,3 +83,7 @@ async def test_calls_inside_the_retry_delay_are_refused_undecoded_and_write_noth
         stored = await admin.SearchJobs(admin_pb2.SearchJobsRequest(tenant="acme", page_size=100),
                                         metadata=server.admin_metadata())  # fmt: skip
         assert list(stored.jobs) == [], "nothing written for the refused calls"
+        scraped = parse_samples(await server.server.metrics.scrape())
+        assert scraped[("tickwheel_refusal_windows_refused_total", ())] >= 2, "the refusals inside the window counted"
+        assert scraped[("tickwheel_refusal_windows", ())] >= 1
+        assert ("tickwheel_authentications_refused_total", ()) in scraped
