@@ -93,12 +93,11 @@ class AdminPrincipal:
 
 def bearer(context: grpc.aio.ServicerContext) -> str:
     """The bearer secret of a call, or Unauthenticated."""
-    for key, value in context.invocation_metadata() or ():
-        if key == "authorization":
-            scheme, _, secret = value.partition(" ")
-            if scheme.lower() == "bearer" and secret.strip():
-                return secret.strip()
-            raise Unauthenticated("authorization metadata must be 'Bearer <credential>'")
+    sent, secret = tokens.bearer_secret(context.invocation_metadata())
+    if secret is not None:
+        return secret
+    if sent:
+        raise Unauthenticated("authorization metadata must be 'Bearer <credential>'")
     raise Unauthenticated("missing authorization metadata: send 'authorization: Bearer <credential>'")
 
 

@@ -51,3 +51,15 @@ def parse_secret(secret: str, prefix: str) -> str | None:
 
 def secret_matches(secret: str, stored_hash: bytes) -> bool:
     return hmac.compare_digest(hash_secret(secret), bytes(stored_hash))
+
+
+def bearer_secret(metadata) -> tuple[bool, str | None]:
+    """(whether the call sent ``authorization`` metadata, its bearer secret)
+    from a call's invocation metadata: the secret of ``Bearer <secret>``
+    (stripped), None when there is no such header or it is not that form."""
+    for key, value in metadata or ():
+        if key == "authorization":
+            scheme, _, secret = value.partition(" ")
+            secret = secret.strip()
+            return True, secret if scheme.lower() == "bearer" and secret else None
+    return False, None

@@ -52,7 +52,7 @@ import grpc
 from tickwheel.shared.clock import Clock
 
 from ..errors import TickwheelError
-from . import failures
+from . import failures, tokens
 
 SLACK = 16
 MAX_WINDOW_SECONDS = 10.0
@@ -79,14 +79,8 @@ def caller_key(context) -> str:
     """The key a call's refusal windows are kept under: its bearer secret
     as sent (``authorization: Bearer <secret>``), or ``"peer <peer>"``
     when it sent none (:func:`peer_window_key`)."""
-    for key, value in context.invocation_metadata() or ():
-        if key == "authorization":
-            scheme, _, secret = value.partition(" ")
-            secret = secret.strip()
-            if scheme.lower() == "bearer" and secret:
-                return secret
-            break
-    return peer_window_key(context)
+    _, secret = tokens.bearer_secret(context.invocation_metadata())
+    return secret if secret is not None else peer_window_key(context)
 
 
 def peer_window_key(context) -> str:
