@@ -4,6 +4,7 @@ failures; the authenticator over counting fake stores on a fake clock."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -293,3 +294,39 @@ async def test_a_tenant_behind_the_address_of_a_flood_keeps_working_when_its_cac
     reads = tenants.reads
     assert [await outcome(auth, Call(quiet, nat)) for _ in range(10)][-1] == "exhausted", "then limited as any"
     assert tenants.reads == reads, "and not read again"
+
+
+@dataclass
+class SlowTenants(FakeTenants):
+    """Every read waits for ``gate``: the verifications are all in flight at once."""
+
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def verify_key_until(self, secret: str):
+        self.reads += 1
+        await self.gate.wait()
+        return None
+
+
+async def test_failures_in_flight_at_once_cannot_all_pass_on_the_same_tokens() -> None:
+    # On main every check passed while the reads were in flight (the failures
+    # are counted when a read answers): 60 unknown keys at once from one peer
+    # were 60 store reads against a burst of 5, and from many peers as many
+    # reads against the overall burst.
+    clock = FakeClock()
+    tenants = SlowTenants()
+    limits = FailureLimits(peer_burst=5, peer_rate=1.0, overall_burst=12, overall_rate=1.0)
+    auth = Authenticator(tenants, FakeWorkers(), ADMIN, clock, failures=FailedAuthentications(clock, limits))
+    attacker = "ipv4:203.0.113.9:1000"
+    calls = [asyncio.ensure_future(outcome(auth, Call(random_key(), attacker))) for _ in range(60)]
+    many = [asyncio.ensure_future(outcome(auth, Call(random_key(), f"ipv4:203.0.114.{n}:1"))) for n in range(30)]
+    await asyncio.sleep(0)
+    assert tenants.reads == 12, "the peer's burst, then the overall burst's rest, read at once"
+    tenants.gate.set()
+    results = await asyncio.gather(*calls)
+    assert results.count("unauthenticated") == 5 and results.count("exhausted") == 55
+    assert (await asyncio.gather(*many)).count("unauthenticated") == 7
+    assert tenants.reads == 12
+    # Settled: nothing stays counted in flight once the reads answered.
+    clock.advance(5.0)
+    assert await outcome(auth, Call(random_key(), attacker)) == "unauthenticated"

@@ -185,32 +185,36 @@ class Authenticator:
         worker_id = tokens.parse_secret(secret, tokens.WORKER_CREDENTIAL_PREFIX)
         admin = self._is_admin(secret)
         lookup = None if admin else key_id or worker_id
-        self.failures.check(peer, lookup=lookup, digest=digest)
-        if self.failures.known_bad(digest):
-            self.failures.failed(peer, digest, looked_up=False)
-            return None
-        principal: object | None
-        until = now + self.cache_ttl
-        evictions = self._evictions
-        if admin:
-            principal = AdminPrincipal()
-        elif key_id is not None:
-            verified = await self._tenants.verify_key_until(secret)
-            principal = None
-            if verified is not None:
-                tenant, expires_at = verified
-                principal = TenantPrincipal(tenant)
-                if expires_at is not None:
-                    until = min(until, now + (expires_at - self._clock.now()).total_seconds())
-        elif worker_id is not None:
-            credential = await self._workers.verify(secret)
-            principal = None if credential is None else WorkerPrincipal(credential)
-        else:
-            principal = None
-        if principal is None:
-            self.failures.failed(peer, digest, looked_up=lookup is not None)
-        else:
-            self.failures.verified(lookup, digest)
+        reserved = self.failures.check(peer, lookup=lookup, digest=digest)
+        try:
+            if self.failures.known_bad(digest):
+                self.failures.failed(peer, digest, looked_up=False)
+                return None
+            principal: object | None
+            until = now + self.cache_ttl
+            evictions = self._evictions
+            if admin:
+                principal = AdminPrincipal()
+            elif key_id is not None:
+                verified = await self._tenants.verify_key_until(secret)
+                principal = None
+                if verified is not None:
+                    tenant, expires_at = verified
+                    principal = TenantPrincipal(tenant)
+                    if expires_at is not None:
+                        until = min(until, now + (expires_at - self._clock.now()).total_seconds())
+            elif worker_id is not None:
+                credential = await self._workers.verify(secret)
+                principal = None if credential is None else WorkerPrincipal(credential)
+            else:
+                principal = None
+            if principal is None:
+                self.failures.failed(peer, digest, looked_up=lookup is not None)
+            else:
+                self.failures.verified(lookup, digest)
+        finally:
+            if reserved:  # decided: no longer counted in flight
+                self.failures.settle(peer, lookup)
         if principal is not None and evictions == self._evictions:
             ident = None
             if key_id is not None:
@@ -246,8 +250,9 @@ class Authenticator:
                 secret = bearer(context)
             except Unauthenticated:
                 peer = peer_of(context)
-                self.failures.check(peer, lookup=None)
-                self.failures.failed(peer, None, looked_up=False)
+                if self.failures.check(peer, lookup=None):
+                    self.failures.failed(peer, None, looked_up=False)
+                    self.failures.settle(peer, None)
                 raise
             principal = await self._resolve(secret, context)
         except RateLimited as error:

@@ -13,7 +13,9 @@ port turns random well-formed keys into store reads at will. So:
   (:data:`PEER_RATE` a second, :data:`PEER_BURST` at once). Once it is empty,
   that peer's calls whose credential is not in the positive cache fail
   RESOURCE_EXHAUSTED before anything is checked, until it refills. Every
-  failure counts here, a guessed admin token too.
+  failure counts here, a guessed admin token too; and each verification in
+  flight counts as a failure until it answers (one that verifies spends
+  nothing), so calls arriving together cannot all pass on the same tokens.
 - Overall: one bucket (:data:`OVERALL_RATE`, :data:`OVERALL_BURST`) of
   failures that cost a store read, from all peers together. Once it is
   empty, a secret is still looked up only if its credential id verified on
@@ -116,6 +118,10 @@ class FailedAuthentications:
         """Digest of a secret that verified -> until when it passes the limits."""
         self._peers: OrderedDict[str, TokenBucket] = OrderedDict()
         self._overall = TokenBucket(self.limits.overall_burst, clock.monotonic())
+        self._pending: dict[str, int] = {}
+        """Per peer, its checks passed and not yet settled (verifications in flight, :meth:`settle`)."""
+        self._pending_reads = 0
+        """Of those, the ones that may cost a store read."""
         self.refused = 0
         """Calls refused RESOURCE_EXHAUSTED."""
 
@@ -129,33 +135,57 @@ class FailedAuthentications:
             return False
         return True
 
-    def check(self, peer: str, *, lookup: str | None, digest: bytes | None = None) -> None:
+    def check(self, peer: str, *, lookup: str | None, digest: bytes | None = None) -> bool:
         """Before checking a secret not in the positive cache for ``peer``
         (a :func:`peer_key`): RateLimited when the peer spent its failures,
         or when the secret needs a store read (``lookup``: its credential
         id) while the overall failures are spent and the id did not verify
         recently; never when the secret (``digest``: :func:`secret_digest`)
-        verified recently."""
+        verified recently.
+
+        The verifications in flight count as failures already spent until
+        they are settled: calls that arrive together cannot all pass on the
+        same tokens (120 unknown secrets at once from one peer once cost 120
+        store reads against a burst of 20). True when the call was counted
+        so: the caller must then :meth:`settle` it once it is decided,
+        after its :meth:`failed` or :meth:`verified`."""
         now = self._clock.monotonic()
         if digest is not None and self.verified_lately(digest):
-            return
+            return False
+        pending = self._pending.get(peer, 0)
         bucket = self._peers.get(peer)
-        if bucket is not None and not _has_token(bucket, now, self.limits.peer_rate, self.limits.peer_burst):
+        tokens = self.limits.peer_burst if bucket is None else _tokens(bucket, now, self.limits.peer_rate, self.limits.peer_burst)
+        if tokens - pending < 1.0:
             self.refused += 1
             raise RateLimited(
                 f"peer:{peer}", f"too many failed authentications from {peer}; retry in a few seconds",
                 retry_after=1.0 / self.limits.peer_rate,
             )  # fmt: skip
-        if lookup is None or _has_token(self._overall, now, self.limits.overall_rate, self.limits.overall_burst):
-            return
-        seen = self._known.get(lookup)
-        if seen is not None and seen > now:
-            return
-        self.refused += 1
-        raise RateLimited(
-            "server", "too many failed authentications on this server: credentials not used here recently "
-            "are not checked until they subside; retry in a few seconds", retry_after=1.0 / self.limits.overall_rate,
-        )  # fmt: skip
+        if lookup is not None:
+            overall = _tokens(self._overall, now, self.limits.overall_rate, self.limits.overall_burst)
+            if overall - self._pending_reads < 1.0:
+                seen = self._known.get(lookup)
+                if seen is None or seen <= now:
+                    self.refused += 1
+                    raise RateLimited(
+                        "server", "too many failed authentications on this server: credentials not used here "
+                        "recently are not checked until they subside; retry in a few seconds",
+                        retry_after=1.0 / self.limits.overall_rate,
+                    )  # fmt: skip
+            self._pending_reads += 1
+        self._pending[peer] = pending + 1
+        return True
+
+    def settle(self, peer: str, lookup: str | None) -> None:
+        """A call :meth:`check` counted (it answered True) is decided: it
+        no longer counts as in flight."""
+        pending = self._pending.get(peer, 0) - 1
+        if pending > 0:
+            self._pending[peer] = pending
+        else:
+            self._pending.pop(peer, None)
+        if lookup is not None:
+            self._pending_reads = max(0, self._pending_reads - 1)
 
     def failed(self, peer: str, digest: bytes | None, *, looked_up: bool) -> None:
         """A secret from ``peer`` failed verification (``looked_up``: it cost
@@ -198,8 +228,8 @@ class FailedAuthentications:
                     seen.popitem(last=False)
 
 
-def _has_token(bucket: TokenBucket, now: float, rate: float, burst: float) -> bool:
-    """Refill ``bucket`` to ``now`` and say whether it holds a token (none taken)."""
+def _tokens(bucket: TokenBucket, now: float, rate: float, burst: float) -> float:
+    """Refill ``bucket`` to ``now`` and say what it holds (none taken)."""
     bucket.tokens = min(burst, bucket.tokens + max(0.0, now - bucket.at) * rate)
     bucket.at = now
-    return bucket.tokens >= 1.0
+    return bucket.tokens
