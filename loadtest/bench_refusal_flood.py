@@ -8,7 +8,7 @@ as they are answered, ignoring RetryInfo, for ``--seconds``; tenant
 answered when that is later.
 
     .venv/bin/python loadtest/bench_refusal_flood.py [--modes alone,quota,badkey,garbage[,rotating]] [--seconds 6]
-                                                      [--hostile 2] [--concurrency 32] [--rpc get|create]
+                                                      [--hostile 2] [--concurrency 32] [--rpc get|create|pull]
                                                       [--rounds 1] [--quiet-interval 0.02] [--profile DIR] [--pg URL] [--etcd HOST:PORT] [--smoke]
 
 The hostile calls, by ``--modes``:
@@ -24,9 +24,12 @@ The hostile calls, by ``--modes``:
 - ``rotating`` (not run by default): a new well-formed unknown API key
   each call, so that no caller is ever refused twice under one key.
 
-``--rpc`` picks the hostile call: ``get`` (GetJob of a job id) or
+``--rpc`` picks the hostile call: ``get`` (GetJob of a job id),
 ``create`` (CreateJob of a whole job, so that decoding the request is part
-of what a refusal may cost).
+of what a refusal may cost) or ``pull`` (a worker's Pull stream opened, a
+hello written, its first answer read, the stream cancelled: ``badkey``,
+``garbage`` and ``rotating`` then send worker credentials; ``quota`` does
+not apply, a worker credential has no request rate).
 
 Prints one JSON object; per mode: the hostile calls answered by status and
 a second; the server process tree's CPU (``/proc``) in CPU-seconds a wall
@@ -54,7 +57,7 @@ import time
 from pathlib import Path
 
 import grpc
-from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
 
 import _harness as h
 
@@ -80,10 +83,33 @@ def yearly(name: str) -> job_pb2.Job:
     return job
 
 
-def unknown_key() -> str:
-    """A well-formed API key that no tenant holds."""
+def unknown_key(prefix: str = "twk") -> str:
+    """A well-formed API key (``tww``: worker credential) that no one holds."""
     ident = base64.urlsafe_b64encode(os.urandom(12)).rstrip(b"=").decode().replace("-", "x").replace("_", "y")
-    return f"twk_{ident}_{base64.urlsafe_b64encode(os.urandom(32)).rstrip(b'=').decode()}"
+    return f"{prefix}_{ident}_{base64.urlsafe_b64encode(os.urandom(32)).rstrip(b'=').decode()}"
+
+
+SEEN: dict[str, str] = {}
+"""The first details of each status the hostile process met on a Pull stream."""
+HELLO = worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(worker_id="hostile", handlers=["echo"]))
+
+
+async def pull_once(stub, metadata) -> str:
+    """Open a Pull stream, say hello, read its first answer: the status it ended with (OK: welcomed)."""
+    call = stub.Pull(metadata=metadata)
+    try:
+        await call.write(HELLO)
+        await call.read()
+        return "OK"
+    except grpc.aio.AioRpcError as error:
+        SEEN.setdefault(error.code().name, error.details()[:200])
+        return error.code().name
+    except Exception as error:  # written to a stream already ended: its status says why
+        code = (await call.code()).name
+        SEEN.setdefault(code, f"{type(error).__name__}: {error}; {await call.details()}"[:200])
+        return code
+    finally:
+        call.cancel()
 
 
 # ------------------------------------------------------------ hostile process
@@ -95,9 +121,13 @@ async def hostile(address: str, secret: str, rpc: str, concurrency: int, seconds
     counts: dict[str, int] = {}
     metadata = bearer(secret)
     rotating = secret == ROTATING
+    prefix = "tww" if rpc == "pull" else "twk"
     async with grpc.aio.insecure_channel(address) as channel:
         stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
-        if rpc == "get":
+        workers = worker_pb2_grpc.WorkerServiceStub(channel)
+        if rpc == "pull":
+            call, request = None, None
+        elif rpc == "get":
             call, request = stub.GetJob, scheduler_pb2.GetJobRequest(id=job_id)
         else:
             call, request = stub.CreateJob, scheduler_pb2.CreateJobRequest(job=yearly("hostile"), request_id="hostile")
@@ -106,8 +136,13 @@ async def hostile(address: str, secret: str, rpc: str, concurrency: int, seconds
 
         async def one() -> None:
             while time.monotonic() < end:
+                sent = bearer(unknown_key(prefix)) if rotating else metadata
+                if call is None:
+                    code = await pull_once(workers, sent)
+                    counts[code] = counts.get(code, 0) + 1
+                    continue
                 try:
-                    await call(request, metadata=bearer(unknown_key()) if rotating else metadata)
+                    await call(request, metadata=sent)
                     code = "OK"
                 except grpc.aio.AioRpcError as error:
                     code = error.code().name
@@ -121,7 +156,7 @@ def hostile_main(argv: list[str]) -> int:
     address, secret, rpc, concurrency, seconds, job_id = argv
     counts = asyncio.run(hostile(address, secret, rpc, int(concurrency), float(seconds), job_id))
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    print(json.dumps({"counts": counts, "cpu_s": usage.ru_utime + usage.ru_stime}))
+    print(json.dumps({"counts": counts, "cpu_s": usage.ru_utime + usage.ru_stime, "details": SEEN}))
     return 0
 
 
@@ -183,11 +218,11 @@ async def tenants(server: h.ServerProcess) -> dict[str, str]:
     return out
 
 
-def secret_of(mode: str, keys: dict[str, str]) -> str:
+def secret_of(mode: str, keys: dict[str, str], rpc: str) -> str:
     if mode == "quota":
         return keys["flood"]
     if mode == "badkey":
-        return unknown_key()
+        return unknown_key("tww" if rpc == "pull" else "twk")
     if mode == "rotating":
         return ROTATING
     return "not-a-credential"
@@ -197,7 +232,7 @@ async def run_mode(mode: str, args: argparse.Namespace, server: h.ServerProcess,
     load_before = h.load_average()
     procs = []
     if mode != "alone":
-        secret = secret_of(mode, keys)
+        secret = secret_of(mode, keys, args.rpc)
         for _ in range(args.hostile):
             procs.append(subprocess.Popen(
                 [sys.executable, __file__, "hostile", server.address, secret, args.rpc, str(args.concurrency),
@@ -211,16 +246,19 @@ async def run_mode(mode: str, args: argparse.Namespace, server: h.ServerProcess,
                                      args.quiet_interval)
     cpu, wall = h.tree_cpu_s(pid) - cpu_before, time.monotonic() - wall_before
     counts: dict[str, int] = {}
+    details: dict[str, str] = {}
     client_cpu = 0.0
     for proc in procs:
         out, _ = proc.communicate(timeout=60)
         figures = json.loads(out)
         client_cpu += figures["cpu_s"]
+        details.update(figures["details"])
         for code, n in figures["counts"].items():
             counts[code] = counts.get(code, 0) + n
     hostile_calls = sum(counts.values())
     return {
         "hostile_calls": counts,
+        **({"hostile_details": details} if details else {}),
         "hostile_calls_per_s": round(hostile_calls / args.seconds, 1),
         "server_cpu_s_per_s": round(cpu / wall, 3),
         "hostile_client_cpu_s": round(client_cpu, 2),
@@ -264,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--hostile", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--rpc", choices=("get", "create"), default="get")
+    parser.add_argument("--rpc", choices=("get", "create", "pull"), default="get")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--quiet-interval", type=float, default=0.02)
     parser.add_argument("--profile", help="py-spy the server into this folder, a file a mode")
@@ -276,17 +314,26 @@ def main(argv: list[str] | None = None) -> int:
     args.modes = [m for m in args.modes.split(",") if m]
     if any(m not in MODES for m in args.modes):
         parser.error(f"--modes takes {', '.join(MODES)}")
+    if args.rpc == "pull" and "quota" in args.modes:
+        parser.error("--rpc pull: a worker credential has no request rate (no quota mode)")
     if args.smoke:
         args.seconds, args.hostile, args.concurrency, args.rounds = 2.0, 1, 4, 1
+    return on_one_server(args, SERVER_ID, "refusal-flood-", bench)
+
+
+def on_one_server(args: argparse.Namespace, server_id: str, prefix: str, run) -> int:
+    """Run ``run(args, server, pid)`` against one server on a throwaway (or
+    ``--pg``/``--etcd``) PostgreSQL and etcd; print its figures and the
+    arguments as JSON."""
     with contextlib.ExitStack() as stack:
-        folder = stack.enter_context(h.workdir(args.keep, "refusal-flood-"))
+        folder = stack.enter_context(h.workdir(args.keep, prefix))
         url = stack.enter_context(h.postgres(args.pg))
         endpoint = stack.enter_context(h.etcd(args.etcd))
         h.reset_data(url)
-        fleet = h.start_fleet(folder, url, endpoint, SERVER_ID, 1)
+        fleet = h.start_fleet(folder, url, endpoint, server_id, 1)
         stack.callback(fleet.stop)
         asyncio.run(h.wait_fleet(fleet, 0))
-        out = asyncio.run(bench(args, fleet.first, fleet.pids[0]))
+        out = asyncio.run(run(args, fleet.first, fleet.pids[0]))
     out["args"] = {k: v for k, v in vars(args).items() if k not in ("pg", "etcd", "keep")}
     print(json.dumps(out, indent=1))
     return 0

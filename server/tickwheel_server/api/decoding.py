@@ -31,12 +31,13 @@ with UNAVAILABLE and the start's refusal ("starting: waiting for etcd at
 …") until ``starting.done``: before the request is looked at, its caller
 authenticated or anything read or written (:mod:`tickwheel_server.waiting`).
 
-With ``windows`` (every service), a unary call whose caller
+With ``windows`` (every service), a call whose caller
 (:func:`~tickwheel_server.auth.windows.caller_key`) was refused with a
 retry delay that has not ended is refused again with that status, before
 its request is decoded (a unary method's request is decoded in its
 handler, after this check, not as gRPC's deserializer) or its credential
-checked (:mod:`tickwheel_server.auth.windows`).
+checked (:mod:`tickwheel_server.auth.windows`); a stream (a worker's Pull,
+WatchAlerts) as it opens, before its servicer runs.
 """
 
 from __future__ import annotations
@@ -185,14 +186,19 @@ def _guard_handler(
     async def not_yet(context) -> None:
         await context.abort(grpc.StatusCode.UNAVAILABLE, starting.refusal())
 
+    async def opening(context) -> None:
+        """At a call's start, before its servicer runs or (a unary call) its
+        request is decoded: refused while starting, or inside its caller's window."""
+        if not starting.done:
+            await not_yet(context)
+        if windows is not None and (window := windows.refusing(context)) is not None:
+            await windows.refuse(window, context.abort, refusal_answer)
+
     if handler.unary_unary is not None:
         behaviour = handler.unary_unary
 
         async def unary_unary(raw: bytes, context):
-            if not starting.done:
-                await not_yet(context)
-            if windows is not None and (window := windows.refusing(context)) is not None:
-                await windows.refuse(window, context.abort, refusal_answer)
+            await opening(context)
             request = decode(raw)  # here, not as gRPC's deserializer: a call refused above is never decoded
             if type(request) is Refused:
                 await refuse(context, request)
@@ -203,8 +209,6 @@ def _guard_handler(
         )
 
     async def checked(requests, context):
-        if not starting.done:
-            await not_yet(context)
         async for request in requests:
             if type(request) is Refused:
                 await refuse(context, request)
@@ -215,8 +219,7 @@ def _guard_handler(
         if inspect.isasyncgenfunction(behaviour):
 
             async def unary_stream(request, context):
-                if not starting.done:
-                    await not_yet(context)
+                await opening(context)
                 if type(request) is Refused:
                     await refuse(context, request)
                 async for response in behaviour(request, context):
@@ -225,8 +228,7 @@ def _guard_handler(
         else:
 
             async def unary_stream(request, context):
-                if not starting.done:
-                    await not_yet(context)
+                await opening(context)
                 if type(request) is Refused:
                     await refuse(context, request)
                 return await behaviour(request, context)
@@ -238,6 +240,7 @@ def _guard_handler(
         behaviour = handler.stream_unary
 
         async def stream_unary(requests, context):
+            await opening(context)
             return await behaviour(checked(requests, context), context)
 
         return grpc.stream_unary_rpc_method_handler(
@@ -247,12 +250,14 @@ def _guard_handler(
     if inspect.isasyncgenfunction(behaviour):
 
         async def stream_stream(requests, context):
+            await opening(context)
             async for response in behaviour(checked(requests, context), context):
                 yield response
 
     else:
 
         async def stream_stream(requests, context):
+            await opening(context)
             return await behaviour(checked(requests, context), context)
 
     return grpc.stream_stream_rpc_method_handler(
@@ -298,6 +303,6 @@ def guard(
     """Pass this instead of ``server`` to a generated
     ``add_<Service>Servicer_to_server``: the service's methods are registered
     with guarded request decoding, refused while ``starting`` is not done,
-    and (unary methods) refused inside their caller's ``windows``
+    and refused inside their caller's ``windows`` (a stream as it opens)
     (see the module docstring)."""
     return _GuardedRegistration(server, refuse_nul, discard_unknown, starting, windows)
