@@ -26,6 +26,7 @@ from tickwheel_worker.exporters import metric_exporter
 from . import __version__, transport
 from .api import decoding, reflection
 from .api.admin import AdminServicer, ServerInfo
+from .api.openstreams import BoundedHealth, OpenStreams
 from .api.scheduler import SchedulerServicer
 from .api.worker import WorkerServicer
 from .auth.authenticator import Authenticator
@@ -145,7 +146,9 @@ class TickwheelServer:
         self._opened_lease_store = False
         """True once the start opened the lease store itself (one passed in is the caller's to close)."""
         self._grpc: grpc.aio.Server | None = None
-        self._health = health.aio.HealthServicer()
+        self.open_streams = OpenStreams()
+        """The streams that answer without a credential (health's Watch, reflection), per peer (``api/openstreams.py``)."""
+        self._health = BoundedHealth(self.open_streams)
         self._session: Session | None = None
         self._session_task: asyncio.Task | None = None
         self._tasks: list[asyncio.Task] = []
@@ -178,7 +181,10 @@ class TickwheelServer:
     async def start(self) -> None:
         """Start every role; while the store or etcd does not answer, wait
         for it serving health as NOT_SERVING (:mod:`.waiting`)."""
-        self._waiting = WaitingForDependencies(self.clock, self._bind, SERVICE_NAMES, on_wait=self.waiting.set)
+        self._waiting = WaitingForDependencies(
+            self.clock, self._bind, SERVICE_NAMES, on_wait=self.waiting.set,
+            health_servicer=lambda: BoundedHealth(self.open_streams),
+        )
         try:
             await self._start()
         except BaseException:
@@ -477,7 +483,7 @@ class TickwheelServer:
             admin_servicer, decoding.guard(server, starting=self._waiting, windows=auth.windows)
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        reflection.enable(server, [*SERVICE_NAMES, health.SERVICE_NAME])
+        reflection.enable(server, [*SERVICE_NAMES, health.SERVICE_NAME], self.open_streams)
         for name in ["", *SERVICE_NAMES]:  # until the whole start is done (the servicer says SERVING by default)
             await self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         await self._waiting.close()  # its port is this server's now

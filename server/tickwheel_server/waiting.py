@@ -80,8 +80,11 @@ class WaitingForDependencies:
     def __init__(
         self, clock: Clock, bind: Callable[[grpc.aio.Server], int], services: list[str],
         *, on_wait: Callable[[], None] = lambda: None,
+        health_servicer: Callable[[], health.aio.HealthServicer] = health.aio.HealthServicer,
     ) -> None:
         self._clock = clock
+        self._health = health_servicer
+        """Makes the placeholder's health servicer (the server's bounds its Watch streams: ``api/openstreams.py``)."""
         self._bind = bind
         self._services = services
         self._on_wait = on_wait
@@ -140,7 +143,7 @@ class WaitingForDependencies:
         if self._server is not None or self._bound:
             return
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *transport.LIMITS])
-        placeholder = health.aio.HealthServicer()
+        placeholder = self._health()
         health_pb2_grpc.add_HealthServicer_to_server(placeholder, server)
         server.add_generic_rpc_handlers((_RefuseWhileWaiting(self.refusal),))
         self.port = self._bind(server)
