@@ -2,8 +2,9 @@
 
 Small on purpose: GET and HEAD on the routes of a :class:`Router`, no
 request bodies, keep-alive, and limits on everything a client controls
-(head size and header count, idle time, concurrent connections), so that a
-slow or hostile client costs a bounded amount. TLS when given an SSL
+(head size and header count, idle time, concurrent connections in all and
+from one address, connections turned away at once), so that a slow or
+hostile client costs a bounded amount. TLS when given an SSL
 context (the server uses the certificate of its gRPC port).
 
 Every response carries the security headers a page of credentials needs: a
@@ -27,6 +28,7 @@ from urllib.parse import parse_qsl
 
 from tickwheel.shared.clock import Clock, SystemClock
 
+from ..auth import failures
 from .router import ALLOWED_METHODS, HttpError, Request, Response, Router
 
 log = logging.getLogger("tickwheel.http")
@@ -36,6 +38,15 @@ MAX_HEAD_BYTES = 16 * 1024
 MAX_HEADERS = 100
 MAX_CONNECTIONS = 256
 """Connections served at once; one more is answered 503 and closed."""
+MAX_CONNECTIONS_PER_PEER = 32
+"""Connections served at once from one client address (an IPv6 one by its
+/64); one more is answered 503 and closed. A browser opens six, a scraper
+one: one address cannot take the :data:`MAX_CONNECTIONS` from the rest."""
+MAX_TURNING_AWAY = 64
+"""Connections being answered 503 at once (each for at most
+:data:`LINGER_SECONDS`); one more past the limits is closed unanswered, so
+a flood of connections holds no more descriptors than these beyond the
+connections served."""
 IDLE_TIMEOUT = 30.0
 """Seconds a connection may take to send a request's head, and may stay idle between requests."""
 WRITE_TIMEOUT = 30.0
@@ -72,6 +83,15 @@ def split_listen(listen: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError(f"{listen!r} is not HOST:PORT")
     return host, int(port)
+
+
+def _peer_key(peername) -> str:
+    """The address a connection's limit is counted under: its client's IP
+    address, an IPv6 one by its /64 (as failed authentications are)."""
+    if not isinstance(peername, tuple) or not peername:
+        return "unknown"
+    host = str(peername[0])
+    return failures.peer_key(f"ipv6:[{host}]:0" if ":" in host else f"ipv4:{host}:0")
 
 
 def server_ssl_context(cert_file: str, key_file: str, client_ca_file: str = "") -> ssl.SSLContext:
@@ -164,6 +184,7 @@ class HttpServer:
         ssl_context: ssl.SSLContext | None = None,
         clock: Clock | None = None,
         max_connections: int = MAX_CONNECTIONS,
+        max_connections_per_peer: int = MAX_CONNECTIONS_PER_PEER,
         idle_timeout: float = IDLE_TIMEOUT,
         write_timeout: float = WRITE_TIMEOUT,
     ) -> None:
@@ -172,6 +193,11 @@ class HttpServer:
         self._ssl = ssl_context
         self._clock = clock or SystemClock()
         self._max_connections = max_connections
+        self._max_per_peer = max_connections_per_peer
+        self._by_peer: dict[str, int] = {}
+        """Connections served now, by client address (:func:`_peer_key`)."""
+        self._turning_away = 0
+        """Connections being answered 503 now."""
         self._idle_timeout = idle_timeout
         self._write_timeout = write_timeout
         self._server: asyncio.Server | None = None
@@ -222,15 +248,24 @@ class HttpServer:
         """One connection. Its requests are served by a task of their own,
         which ``stop`` may cancel: the task asyncio runs this in must end
         normally (asyncio logs one that ends cancelled as an error)."""
-        if self._closing or len(self._connections) >= self._max_connections:
+        peer = _peer_key(writer.get_extra_info("peername"))
+        held = self._by_peer.get(peer, 0)
+        if self._closing or len(self._connections) >= self._max_connections or held >= self._max_per_peer:
+            if self._turning_away >= MAX_TURNING_AWAY:
+                writer.transport.abort()  # a flood past the limits: closed unanswered, nothing held
+                return
+            self._turning_away += 1
+            why = "too many connections from this address" if held >= self._max_per_peer else "too many connections"
             try:
-                await self._write(writer, None, HttpError(503, "too many connections; retry later").response(), False)
+                await self._write(writer, None, HttpError(503, f"{why}; retry later").response(), False)
                 await self._linger(reader, writer)
             except (ConnectionError, TimeoutError, ssl.SSLError):
                 pass
             finally:
+                self._turning_away -= 1
                 await _close(writer)
             return
+        self._by_peer[peer] = held + 1
         connection = _Connection(asyncio.current_task())
         connection.task = asyncio.create_task(self._serve(reader, writer, connection))
         self._connections.add(connection)
@@ -239,6 +274,11 @@ class HttpServer:
         finally:
             connection.task.cancel()
             self._connections.discard(connection)
+            left = self._by_peer[peer] - 1
+            if left:
+                self._by_peer[peer] = left
+            else:
+                del self._by_peer[peer]
             await _close(writer)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection: _Connection) -> None:
