@@ -211,3 +211,39 @@ async def test_a_first_message_that_is_not_a_sound_hello_is_refused_and_counts_n
             call = await welcomed(channel, credential, "w1", slots=4)  # the cap of one stream and four slots
             await still_served(call)
             call.cancel()
+
+
+async def test_streams_waiting_for_their_hello_are_capped_per_credential() -> None:
+    # On main a stream was counted from its hello on: one credential opened
+    # streams that never said hello by the thousand, each held until the
+    # heartbeat timeout (the third here got FAILED_PRECONDITION for its
+    # first message, having been served, instead of being refused).
+    async with capped_server(max_streams_per_credential=2) as server:
+        await server.create_tenant("acme")
+        greedy = await server.issue_worker_credential(["acme"])
+        other = await server.issue_worker_credential(["acme"])
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            stub = worker_pb2_grpc.WorkerServiceStub(channel)
+            silent = [stub.Pull(metadata=bearer(greedy)) for _ in range(2)]
+            for _ in range(400):  # sent nothing: the server waits for their hellos
+                if getattr(server.server.connections, "waiting_for_hello", lambda: 2)() == 2:  # (main had none)
+                    break
+                await asyncio.sleep(0.05)
+            third = stub.Pull(metadata=bearer(greedy))
+            await third.write(worker_pb2.PullRequest())  # not a hello: read only if it was let in
+            try:
+                await asyncio.wait_for(third.read(), 20)
+                raise AssertionError("served")
+            except grpc.aio.AioRpcError as refused:
+                assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, refused
+                assert "waiting for their hello" in refused.details(), refused.details()
+            # Another credential, and a stream that says hello, are not held back.
+            await welcomed(channel, other, "o")
+            for call in silent:
+                call.cancel()
+            for _ in range(200):
+                call, first = await open_stream(channel, greedy, "g")
+                if not isinstance(first, grpc.aio.AioRpcError):
+                    break
+                await asyncio.sleep(0.05)
+            assert first.WhichOneof("message") == "welcome", first

@@ -17,7 +17,9 @@ credential's budget of what its streams do not hold, see
 
 A hello past the server's stream caps (its streams, its credential's
 streams and slots: :class:`~tickwheel_server.gateway.connections.StreamCaps`)
-is refused with RESOURCE_EXHAUSTED naming the cap. A stream's credit never
+is refused with RESOURCE_EXHAUSTED naming the cap, and so is a stream
+opened while as many of its credential's streams as its stream cap wait
+for their hello (:meth:`~tickwheel_server.gateway.connections.Connections.before_hello`). A stream's credit never
 exceeds its hello's slots (more is cut: an honest worker never has more
 outstanding), and a credit message outside 1 to :data:`MAX_SLOTS` ends the
 stream (INVALID_ARGUMENT on ``credit.credits``). A hello refused by a cap
@@ -142,8 +144,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
 
     async def Pull(self, request_iterator, context: grpc.aio.ServicerContext):
         try:
-            await self._auth.worker(context)  # a wrong credential is refused before anything is read
-            first = await self._first_message(request_iterator)
+            opened = await self._auth.worker(context)  # a wrong credential is refused before anything is read
+            with self._connections.before_hello(opened.id):  # bounded per credential until it says hello
+                first = await self._first_message(request_iterator)
             if first is None:
                 return
             if first.WhichOneof("message") != "hello":

@@ -24,6 +24,8 @@ group (loadtest/RESULTS.md, "Streams and credit a credential may hold").
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -187,8 +189,40 @@ class Connections:
         self._replacing: dict[tuple[str, str], WorkerConnection] = {}
         """The reserved stream that will replace each identity's registered one
         (one hello at a time per identity may pass a full stream cap)."""
+        self._waiting_of: dict[str, int] = {}
+        """Streams waiting for their hello, per credential id (no entry at 0)."""
         self.refused = 0
-        """Hellos refused by a cap."""
+        """Hellos refused by a cap (and streams refused while waiting for theirs)."""
+
+    def waiting_for_hello(self) -> int:
+        """Streams waiting for their hello now (:meth:`before_hello`)."""
+        return sum(self._waiting_of.values())
+
+    @contextlib.contextmanager
+    def before_hello(self, credential_id: str) -> Iterator[None]:
+        """Around an authenticated stream's wait for its hello (up to the
+        heartbeat timeout): at most ``max_streams_per_credential`` of one
+        credential's streams wait at once on this server, one more is
+        refused (:class:`StreamRefused`) as it opens. Counted apart from the
+        streams that said hello, so that a worker replacing its stream at
+        the cap is not refused before its hello says so."""
+        waiting = self._waiting_of.get(credential_id, 0)
+        if waiting >= self.caps.max_streams_per_credential:
+            self.refused += 1
+            where = f"server {self._server_id}" if self._server_id else "this server"
+            raise StreamRefused(f"worker_credential:{credential_id}",
+                                f"worker credential {credential_id} has {waiting} streams waiting for their hello "
+                                f"on {where}, its cap (max_streams_per_credential = "
+                                f"{self.caps.max_streams_per_credential})", retry_after=5.0)  # fmt: skip
+        self._waiting_of[credential_id] = waiting + 1
+        try:
+            yield
+        finally:
+            left = self._waiting_of[credential_id] - 1
+            if left:
+                self._waiting_of[credential_id] = left
+            else:
+                del self._waiting_of[credential_id]
 
     def reserve(self, connection: WorkerConnection) -> None:
         """Count ``connection`` against the caps before its hello is
