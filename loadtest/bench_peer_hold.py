@@ -6,7 +6,7 @@ the kind ``--kind``, reads each call's first answer and keeps them all
 open for ``--hold`` seconds; tenant ``quiet`` meanwhile makes GetJob calls
 on a connection of its own, one at a time.
 
-    .venv/bin/python loadtest/bench_peer_hold.py [--kind watch|reflection|idle] [--connections 4] [--streams 100]
+    .venv/bin/python loadtest/bench_peer_hold.py [--kind watch|reflection|idle|headers] [--connections 4] [--streams 100]
                                                  [--name-bytes 1048576] [--hold 6] [--smoke]
 
 Kinds (both answer without a credential, by design: a load balancer's
@@ -17,7 +17,11 @@ health check and grpcurl carry none):
 - ``reflection``: ``ServerReflectionInfo`` streams, each having asked one
   ``list_services`` (``--name-bytes`` of host name in it);
 - ``idle``: connections and no call (``--streams`` unused): what an open
-  connection costs, and whether the quiet tenant still gets one.
+  connection costs, and whether the quiet tenant still gets one;
+- ``headers``: a raw HTTP/2 client sends only the HEADERS of ``--streams``
+  GetJob calls on each connection (no message: gRPC waits for it before
+  any servicer or guard runs); ``held_at_end`` counts the streams of the
+  connections still open.
 
 Prints one JSON object: the calls the hostile process holds open after
 ``--hold`` (and the statuses of the others), the server's resident memory
@@ -97,6 +101,8 @@ async def hold(address: str, kind: str, connections: int, streams: int, name_byt
             statuses[type(error).__name__] = statuses.get(type(error).__name__, 0) + 1
             call.cancel()
 
+    if kind == "headers":
+        return await hold_headers(address, connections, streams, seconds)
     for channel in channels:
         if kind == "idle":
             try:
@@ -116,6 +122,31 @@ async def hold(address: str, kind: str, connections: int, streams: int, name_byt
             call.cancel()
     for channel in channels:
         await channel.close()
+    return {"held_at_end": alive}
+
+
+async def hold_headers(address: str, connections: int, streams: int, seconds: float) -> dict:
+    """A raw HTTP/2 client: on each connection, ``streams`` GetJob calls of
+    which only the HEADERS frame is sent (no message, the stream never
+    ended), held for ``seconds`` (the server's pings go unanswered: a few
+    seconds is within its keepalive)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.support import http2  # the raw client the transport tests use
+
+    host, _, port = address.rpartition(":")
+    writers = []
+    for _ in range(connections):
+        _, writer = await http2.connect(host, int(port))
+        for n in range(streams):
+            request = http2.unary_request(2 * n + 1, address, "/tickwheel.v1.SchedulerService/GetJob")
+            writer.write(request[: 9 + int.from_bytes(request[:3], "big")])  # its HEADERS frame alone
+        await writer.drain()
+        writers.append(writer)
+    print(json.dumps({"opened": connections * streams, "refused": {}}), flush=True)
+    await asyncio.sleep(seconds)
+    alive = sum(streams for writer in writers if not writer.is_closing())
+    for writer in writers:
+        writer.close()
     return {"held_at_end": alive}
 
 
@@ -199,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "hostile":
         return hostile_main(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kind", choices=("watch", "reflection", "idle"), default="watch")
+    parser.add_argument("--kind", choices=("watch", "reflection", "idle", "headers"), default="watch")
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--streams", type=int, default=100)
     parser.add_argument("--name-bytes", type=int, default=1 << 20)
