@@ -127,6 +127,13 @@ def calendar_ref(spec: bytes) -> tuple[str, bool]:
     return job.calendar.name, job.calendar.rule == job_pb2.CALENDAR_RULE_PREVIOUS
 
 
+def calendar_named(specs: list[bytes]) -> bool:
+    """Whether any of the stored definitions ``specs`` may name a calendar
+    (:func:`calendar_ref` of each then tells); False: none does. One search
+    over them joined, not one a definition."""
+    return _CALENDAR_TAG in b"".join(specs)
+
+
 def calendar_column(spec: bytes) -> str:
     """The name of the calendar a stored definition names ('' for none, or
     for bytes that do not parse): what ``jobs.calendar`` holds."""

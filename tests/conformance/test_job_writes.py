@@ -5,6 +5,7 @@ creates race (docs/architecture.md, "Job writes at scale")."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from collections import Counter
 from datetime import timedelta
@@ -21,7 +22,7 @@ from tickwheel_server.store.jobcreate import CREATED, create_jobs
 from tickwheel_server.store.jobrecords import NewJob, NewJobs
 from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.quota import SlotDry
-from tickwheel_server.store.tables import concurrency_keys, jobs as jobs_table, request_ids, tenant_quota
+from tickwheel_server.store.tables import concurrency_keys, job_cursors, jobs as jobs_table, request_ids, tenant_quota
 from tickwheel_server.store.tenants import Tenant, TenantStore
 from tickwheel_server.store.errors import TransactionConflictError
 
@@ -141,6 +142,110 @@ async def test_a_batch_by_columns_answers_created_jobs_without_reading_them(
     assert keys == {"db": 3, "api": 1}, "the later created job's limit wins; refused and repeated items set none"
     with pytest.raises(ValueError):
         NewJobs.of("acme", [(new_job(clock, tenant="globex"), "x")], lambda job: ())
+
+
+SHARED_BATCH = 70
+"""More than ``quota.SAVEPOINT_FROM``: the batch's units taken in a statement of their own."""
+
+
+def _calendar_spec(name: str, rule: int) -> bytes:
+    return job_pb2.Job(name="cal", calendar=job_pb2.JobCalendar(name=name, rule=rule)).SerializeToString()
+
+
+def _stored_columns(engine, ids: list[str]) -> list[tuple]:
+    """(state, time zone, tzdata version, calendar, the cursor's state) of each of ``ids``, in order."""
+    with engine.connect() as conn:
+        rows = dict(
+            (row[0], row[1:]) for row in conn.execute(
+                sa.select(jobs_table.c.id, jobs_table.c.state, jobs_table.c.time_zone, jobs_table.c.tzdata_version,
+                          jobs_table.c.calendar, job_cursors.c.state)
+                .join(job_cursors, job_cursors.c.job_id == jobs_table.c.id)
+                .where(jobs_table.c.id.in_(ids))
+            )
+        )  # fmt: skip
+    return [tuple(rows[job_id]) for job_id in ids]
+
+
+@pytest.mark.parametrize("size", [4, SHARED_BATCH])
+async def test_a_batch_stores_each_jobs_own_columns_shared_or_not(
+    tenants: TenantStore, jobs: JobStore, clock, migrated_engine, size: int
+) -> None:
+    """A column every job of a batch shares (state, time zone, tzdata
+    version, calendar: the usual batch's) is stored on every row, and a
+    batch where they differ (one job in another zone, one without a next
+    run, one naming a calendar, a value spelling an array's syntax)
+    stores each row's own, in ``jobs`` and in its cursor; on both sides of
+    the quota's savepoint size."""
+    await tenants.create(Tenant(name="acme"))
+    shared = [(new_job(clock, name=f"s{i}"), f"shared-{size}-{i}") for i in range(size)]
+    batch = NewJobs.of("acme", shared, lambda job: ())
+    outcomes, _ = await jobs.create_batch(batch)
+    assert outcomes == [CREATED] * size
+    assert _stored_columns(migrated_engine, batch.ids) == [("active", "UTC", "2026a", "", "active")] * size
+
+    mixed = [new_job(clock, name=f"m{i}") for i in range(size)]
+    mixed[0] = dataclasses.replace(mixed[0], time_zone="Europe/Paris")
+    mixed[1] = dataclasses.replace(mixed[1], next_run_at=None, next_due_at=None)
+    mixed[2] = dataclasses.replace(mixed[2], spec=_calendar_spec("holidays", job_pb2.CALENDAR_RULE_SKIP))
+    mixed[-1] = dataclasses.replace(mixed[-1], tzdata_version='NULL,"{x}"')
+    batch = NewJobs.of("acme", [(job, f"mixed-{size}-{i}") for i, job in enumerate(mixed)], lambda job: ())
+    outcomes, _ = await jobs.create_batch(batch)
+    assert outcomes == [CREATED] * size
+    expected = [("active", "UTC", "2026a", "", "active")] * size
+    expected[0] = ("active", "Europe/Paris", "2026a", "", "active")
+    expected[1] = ("completed", "UTC", "2026a", "", "completed")
+    expected[2] = ("active", "UTC", "2026a", "holidays", "active")
+    expected[-1] = ("active", "UTC", 'NULL,"{x}"', "", "active")
+    assert _stored_columns(migrated_engine, batch.ids) == expected
+    for index in range(size):
+        stored = await jobs.get("acme", batch.ids[index])
+        assert batch.record(index, stored.partition, stored.created_at) == stored
+
+
+def _sent(monkeypatch) -> list[str]:
+    """The first words of every statement psycopg's cursors send from now
+    on (SQLAlchemy's and the store's driver SQL alike; psycopg's own BEGIN
+    and COMMIT are not cursor statements)."""
+    import psycopg
+
+    sent: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def recorded(self, query, params=None, **kwargs):
+        sent.append(" ".join(str(query).split()[:3]))
+        return execute(self, query, params, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", recorded)
+    return sent
+
+
+async def test_a_large_batch_sends_two_savepoints_and_two_writes(
+    tenants: TenantStore, jobs: JobStore, clock, migrated_engine, monkeypatch
+) -> None:
+    """On PostgreSQL a batch of ``quota.SAVEPOINT_FROM`` jobs or more takes
+    its units in its jobs' insert, under a savepoint as its request ids'
+    plain insert is, and releases neither: four statements between BEGIN
+    and COMMIT (six round trips; nine before). A slot found dry there
+    inserts nothing and is rolled back to, then dealt: every job still
+    created, each unit counted once."""
+    if migrated_engine.dialect.name == "sqlite":
+        pytest.skip("SQLite takes its quota in statements of its own, without savepoints")
+    await tenants.create(Tenant(name="acme", max_jobs=1000))
+    first = [(new_job(clock, name=f"a{i}"), f"first-{i}") for i in range(SHARED_BATCH)]
+    sent = _sent(monkeypatch)
+    outcomes = await jobs.create_many("acme", first)  # a fresh tenant's slots are dealt small: dry, then dealt
+    assert all(outcome[1] for outcome in outcomes)
+    assert sent[:5] == ["SAVEPOINT tickwheel_try", "WITH recorded AS", "SAVEPOINT tickwheel_try", "WITH taken AS",
+                        "ROLLBACK TO SAVEPOINT"], sent  # fmt: skip
+    assert counts(migrated_engine) == (SHARED_BATCH, SHARED_BATCH, SHARED_BATCH)
+    slots_hold(migrated_engine)
+    sent.clear()
+    second = [(new_job(clock, name=f"b{i}"), f"second-{i}") for i in range(SHARED_BATCH)]
+    outcomes = await jobs.create_many("acme", second)  # the slot kept its reserve: no deal
+    assert all(outcome[1] for outcome in outcomes)
+    assert sent == ["SAVEPOINT tickwheel_try", "WITH recorded AS", "SAVEPOINT tickwheel_try", "WITH taken AS"], sent
+    assert counts(migrated_engine) == (2 * SHARED_BATCH,) * 3
+    slots_hold(migrated_engine)
 
 
 HOSTILE_TEXTS = ['say "hi"', "back\\slash", "{braces}", "a,b", "NULL", " padded ", "", "é☃𝄞", "'quote",

@@ -74,3 +74,23 @@ def rows(conn: Connection, statement: str, parameters: dict[str, Any]) -> list[t
 def rowcount(conn: Connection, statement: str, parameters: dict[str, Any]) -> int:
     """Run ``statement`` with ``parameters``; how many rows it changed."""
     return _run(conn, statement, parameters).rowcount
+
+
+_SAVEPOINT = "SAVEPOINT tickwheel_try"
+_ROLLBACK_TO_SAVEPOINT = "ROLLBACK TO SAVEPOINT tickwheel_try"
+
+
+def savepoint(conn: Connection) -> None:
+    """Mark where :func:`rollback_to_savepoint` goes back to, in the
+    transaction's own session: one round trip, and none to release it
+    (SQLAlchemy's ``begin_nested`` sends ``RELEASE SAVEPOINT`` when it
+    succeeded; the transaction's COMMIT keeps what followed it anyway, and
+    on PostgreSQL and CockroachDB an unreleased savepoint holds nothing
+    but its name). A later one of the same name hides this one."""
+    _run(conn, _SAVEPOINT, {})
+
+
+def rollback_to_savepoint(conn: Connection) -> None:
+    """Undo what followed the last :func:`savepoint` (its row locks let go
+    too), after an error in it or by choice; the transaction goes on."""
+    _run(conn, _ROLLBACK_TO_SAVEPOINT, {})

@@ -12,8 +12,11 @@ request ids' insert, which reads the tenant's limits in the same statement
 repeat, told apart without reading first), and the jobs' insert, which
 takes their units from a quota slot in the same statement
 (:data:`.quota.TAKE_FIRST`); a batch of :data:`.quota.SAVEPOINT_FROM` jobs
-or more, or one dealing the quota again, updates its slot (:mod:`.quota`)
-in a statement of its own, and SQLite reads the limits in one too. A batch
+or more sends both under a savepoint each (never released: one round trip
+each, :func:`.driver.savepoint`), rolled back when the plain insert of
+its request ids met one already there or its slot was dry; one dealing
+the quota again updates its slot (:mod:`.quota`) in a statement of its
+own, and SQLite reads the limits in one too. A batch
 with repeats reads their jobs with one more, one over the quota deletes its
 refused request ids with one more. No row every create writes: concurrent
 creates of one tenant touch different quota slots and different index
@@ -28,7 +31,7 @@ from sqlalchemy.engine import Connection
 from tickwheel.shared.ids import from_us, partition_of
 
 from ..errors import NotFound, QuotaExceeded, TickwheelError
-from ..jobspec import calendar_ref
+from ..jobspec import calendar_named, calendar_ref
 from . import driver, quota, requests
 from .base import array_literal, one_of
 from .calendarcursor import rekey_previous
@@ -135,11 +138,18 @@ def create_jobs(
         new = [i for i in candidates if request_ids[i] in fresh]
         seen = [i for i in candidates if request_ids[i] not in fresh]
     chosen = new if len(new) < len(batch) else None
+    previous: list[str] | None = None
     if quota.taken_in_insert(caps, len(new), deal=deal):
         previous = _insert_jobs(conn, caps, batch, chosen, slot, partition_count, now_us, take=True)
         if previous is None:
             raise quota.SlotDry(tenant, slot)
-    else:
+    elif quota.tried_in_insert(caps, len(new), deal=deal):
+        driver.savepoint(conn)
+        previous = _insert_jobs(conn, caps, batch, chosen, slot, partition_count, now_us, take=True)
+        if previous is None:  # the slot was dry: nothing inserted, its lock let go, dealt again below
+            driver.rollback_to_savepoint(conn)
+            deal = True
+    if previous is None:
         granted = quota.take(conn, caps, tenant, slot, len(new), deal=deal)
         refused, new = new[granted:], new[:granted]
         if refused:
@@ -220,11 +230,17 @@ def _insert_jobs(
     ids = column(batch.ids)
     partitions = [partition_of(job_id, partition_count) for job_id in ids]
     next_runs = column(batch.next_runs)
-    states = ["active" if at is not None else "completed" for at in next_runs]
+    if None in next_runs:
+        states = ["active" if at is not None else "completed" for at in next_runs]
+    else:  # every job has a next run (the usual batch)
+        states = ["active"] * len(ids)
     specs = column(batch.specs)
-    refs = [calendar_ref(spec) for spec in specs]
-    calendars = [name for name, _ in refs]
-    previous = [job_id for job_id, (_, earlier) in zip(ids, refs) if earlier]
+    if calendar_named(specs):
+        refs = [calendar_ref(spec) for spec in specs]
+        calendars = [name for name, _ in refs]
+        previous = [job_id for job_id, (_, earlier) in zip(ids, refs) if earlier]
+    else:  # no definition names a calendar (the usual batch): none parsed
+        calendars, previous = [""] * len(ids), []
     if caps.is_sqlite:
         conn.execute(jobs.insert(), [
             dict(id=job_id, tenant=batch.tenant, partition=partition, name=name, state=state, spec=spec,

@@ -162,15 +162,14 @@ def record_jobs(
         sizes=array_literal([size for _, _, size in triples]),
     )  # fmt: skip
     if len(triples) >= OPTIMISTIC_FROM:
-        savepoint = conn.begin_nested()
+        driver.savepoint(conn)
         try:
             rows = driver.rows(conn, _INSERT_FRESH_JOBS, parameters)
         except sa_exc.IntegrityError as error:
             if sqlstate_of(error) != UNIQUE_VIOLATION:
                 raise
-            savepoint.rollback()
+            driver.rollback_to_savepoint(conn)
         else:
-            savepoint.commit()
             if not rows:
                 return None, set()
             max_jobs, max_payload, _ = rows[0]
