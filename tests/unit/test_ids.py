@@ -155,3 +155,25 @@ def test_a_batch_of_ids_holds_no_duplicate() -> None:
     batch = ids.new_job_ids(datetime(2026, 12, 5, tzinfo=timezone.utc), 1000)
     assert len(set(batch)) == 1000 and all(len(job_id) == 30 for job_id in batch)
     assert ids.new_job_ids(datetime(2026, 12, 5, tzinfo=timezone.utc), 0) == []
+
+
+def test_a_partition_is_the_ids_blake2b_from_any_thread() -> None:
+    """partition_of hashes each id from a copy of one empty hash: the same
+    partition as a BLAKE2b of 8 bytes built per id (the stable hash every
+    server and stored row agrees on), whatever ran before it and from
+    threads hashing at once."""
+    import hashlib
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tickwheel.shared.ids import new_job_ids, partition_of
+
+    def reference(job_id: str, count: int) -> int:
+        return int.from_bytes(hashlib.blake2b(job_id.encode(), digest_size=8).digest(), "big") % count
+
+    job_ids = new_job_ids(datetime(2026, 12, 7, tzinfo=timezone.utc), 2000) + ["", "é☃", "job_x" * 300]
+    assert [partition_of(i, 256) for i in job_ids] == [reference(i, 256) for i in job_ids]
+    assert [partition_of(i, 7) for i in job_ids] == [reference(i, 7) for i in job_ids]
+    assert partition_of("job_01ARZ3NDEKTSV4RRFFQ69G5FAV", 256) == 211  # pinned: stored rows depend on it
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda i: partition_of(i, 256), job_ids * 4))
+    assert results == [reference(i, 256) for i in job_ids] * 4
