@@ -133,6 +133,9 @@ def create_bound(batch: NewJobs, outcomes: list, full: bool) -> int:
     BatchCreateJobs answer in the view."""
     fixed = _FIXED + _text(batch.tenant)
     specs, ids, names, tzdata = batch.specs, batch.ids, batch.names, batch.tzdata
+    if full and len(outcomes) == len(ids) and outcomes.count(CREATED) == len(outcomes):
+        # Every job created (the usual call): the same sum, column by column.
+        return fixed * len(ids) + sum(map(len, ids)) + sum(map(len, specs)) + sum(map(len, tzdata))
     total = 0
     for k, outcome in enumerate(outcomes):
         if outcome is CREATED:  # ids and tzdata versions are the server's ASCII

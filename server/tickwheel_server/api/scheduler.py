@@ -469,7 +469,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         now = items[0][2]
         refused: dict[int, Exception] = {}
         accepted: list[int] = []
-        batch = NewJobs(tenant)
+        rows: list[tuple] = []
         job_ids = new_job_ids(now, len(items))
         tzdata, policy = tzdata_version(), self._target_policy
         named = [named_calendar(job) for job, _, _ in items if job.HasField("calendar")]
@@ -493,9 +493,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 refused[index] = error
                 continue
             accepted.append(index)
-            batch.add(job_ids[index], request_id, job.name, spec, zone, next_run, next_due, tzdata, len(job.payload),
-                      key_limits)  # fmt: skip
-        return batch, accepted, refused
+            rows.append((job_ids[index], request_id, job.name, spec, zone, next_run, next_due, len(job.payload),
+                         key_limits))  # fmt: skip
+        return NewJobs.of_rows(tenant, rows, tzdata), accepted, refused
 
     async def _write_group(self, tenant: str, items: Sequence[tuple[_Pending, str]]) -> list:
         """A group of CreateJob calls (``_Pending`` jobs and their request

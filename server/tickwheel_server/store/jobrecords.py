@@ -90,6 +90,18 @@ class NewJobs:
         self.key_limits.append(key_limits)
 
     @classmethod
+    def of_rows(cls, tenant: str, rows: list[tuple], tzdata: str) -> NewJobs:
+        """The batch of ``rows``, each (id, request id, name, spec, zone,
+        next run, next due, payload size, key limits) as :meth:`add` takes
+        them, every job with ``tzdata``: the columns made by one pass over
+        the rows each, not a call a job."""
+        if not rows:
+            return cls(tenant)
+        ids, request_ids, names, specs, zones, next_runs, next_dues, payload_sizes, key_limits = map(list, zip(*rows))
+        return cls(tenant, ids, request_ids, names, specs, zones, next_runs, next_dues, [tzdata] * len(rows),
+                   payload_sizes, key_limits)  # fmt: skip
+
+    @classmethod
     def of(cls, tenant: str, items, key_limits) -> NewJobs:
         """The batch of ``items`` ((:class:`NewJob`, request id) pairs of
         ``tenant``), ``key_limits(job)`` giving each job's key limits;
