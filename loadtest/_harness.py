@@ -614,15 +614,42 @@ class Meter:
 
 
 @contextlib.contextmanager
+def _cpu_sampled(pids: dict[str, int]) -> Iterator[None]:
+    """With ``TICKWHEEL_CPUSAMPLE=PREFIX`` (servers run with
+    ``loadtest/cpusample`` first on ``PYTHONPATH``): each of ``pids``'
+    samples dumped and cleared as the block starts and again, into
+    ``PREFIX.<pid>.<name>``, as it ends (SIGUSR1, ``cpusample/sitecustomize.py``)."""
+    prefix = os.environ.get("TICKWHEEL_CPUSAMPLE")
+    if not prefix:
+        yield
+        return
+
+    def dump(label: str) -> None:
+        for name, pid in pids.items():
+            Path(f"{prefix}.{pid}.label").write_text(label.format(name=name))
+            os.kill(pid, signal.SIGUSR1)
+        time.sleep(0.2)  # the handler runs at the server's next bytecode
+
+    dump("{name}.before")
+    try:
+        yield
+    finally:
+        dump("{name}")
+
+
+@contextlib.contextmanager
 def profiled(pids: dict[str, int], folder: Path | None) -> Iterator[None]:
     """Sample ``pids`` (name → pid) with py-spy while the block runs, into
     ``folder/<name>.txt`` (collapsed stacks, per thread, idle included, so
-    waiting shows as well as working); nothing when ``folder`` is None.
+    waiting shows as well as working); nothing when ``folder`` is None
+    (but ``cpusample``'s dumps, :func:`_cpu_sampled`, when
+    ``TICKWHEEL_CPUSAMPLE`` is set).
     ``TICKWHEEL_PYSPY_ARGS`` replaces the sampling options (default
     ``--rate 100 --threads --idle``): ``--rate 200 --gil --native`` keeps
     only what holds the interpreter, C frames included."""
     if folder is None:
-        yield
+        with _cpu_sampled(pids):
+            yield
         return
     spy = Path(sys.executable).with_name("py-spy")
     if not spy.exists():
