@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         load.append(h.load_average())
     base = best["as_is"]
     print(json.dumps({
-        "benchmark": "bench_create_rows", "calls": args.calls, "batch": BATCH, "rounds": args.rounds,
+        "benchmark": "bench_create_rows", "smoke": args.smoke, "calls": args.calls, "batch": BATCH, "rounds": args.rounds,
         "postgres_cpu_us_per_job": {k: round(v, 2) for k, v in best.items()},
         "minus_as_is": {k: round(v - base, 2) for k, v in best.items() if k != "as_is"},
         "python_cpu_us_per_job": {k: round(v, 2) for k, v in best_python.items()},
