@@ -23,7 +23,7 @@ def test_bench_create_rows_smoke() -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["benchmark"] == "bench_create_rows" and report["smoke"] is True
-    variants = {"as_is", "no_request_ids", "request_ids_only", "distinct_names", "no_jobs_tenant",
+    variants = {"as_is", "no_request_ids", "request_ids_only", "create_jobs", "distinct_names", "no_jobs_tenant",
                 "no_jobs_tenant_name", "no_jobs_active_zone", "no_job_cursors_due", "no_request_ids_created"}
     assert set(report["postgres_cpu_us_per_job"]) == variants
     assert set(report["python_cpu_us_per_job"]) == variants
