@@ -80,6 +80,7 @@ class WorkerCredentialStore(SqlStore):
     ) -> IssuedCredential:
         """A new credential serving ``tenant_names`` (each must exist: NotFound)."""
         now_us = to_us(self.clock.now())
+        description = escaped_text(description)  # as the API would have it: kept unless it holds a control
         wanted = sorted(set(tenant_names))
         new = tokens.new_secret(tokens.WORKER_CREDENTIAL_PREFIX)
 

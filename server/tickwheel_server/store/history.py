@@ -409,7 +409,8 @@ class HistoryStore(SqlStore):
         - ``scheduled`` (armed for its instant included) or ``waiting``
           (no worker holds it): becomes
           ``canceled`` at once, ``finished_at`` = now, ``dead_reason`` =
-          ``"canceled: <reason>"`` (``"canceled: by request"`` without one).
+          ``"canceled: <reason>"`` (``"canceled: by request"`` without one),
+          escaped (:func:`.peertext.escaped_text`) as every reason stored.
           Its attempts so far stay as they are.
         - ``running``: a cancel request is recorded (``cancel_requested_at``,
           with the reason) and it is returned still ``running``. The server
@@ -425,7 +426,7 @@ class HistoryStore(SqlStore):
         - NotFound when missing or another tenant's.
         """
         now_us = to_us(self.clock.now())
-        text = f"canceled: {reason}" if reason else "canceled: by request"
+        text = escaped_text(f"canceled: {reason}") if reason else "canceled: by request"
 
         def fn(conn: Connection) -> ExecutionRecord:
             # Armed for its instant, it is not started: disarmed first, it is

@@ -46,6 +46,7 @@ from sqlalchemy.engine import Connection
 from . import manualslots
 from .base import driver_sql, execute_arrays, pairs_in, tuples
 from .engine import Capabilities, capabilities
+from .peertext import escaped_text
 from .tables import concurrency_keys, executions
 
 PAUSED_WAIT = "(job paused)"
@@ -302,5 +303,5 @@ def request_cancel(conn: Connection, stops: Sequence[tuple[str, str]], now_us: i
             executions.c.cancel_requested_at.is_(None),
         )
         .values(cancel_requested_at=now_us, cancel_reason=sa.bindparam("b_reason")),
-        [dict(b_id=ident, b_reason=reason) for ident, reason in sorted(set(stops))],
+        [dict(b_id=ident, b_reason=escaped_text(reason)) for ident, reason in sorted(set(stops))],
     ).rowcount

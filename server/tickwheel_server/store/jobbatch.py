@@ -64,6 +64,7 @@ from .jobexecutions import (
     range_between, record_paused_span, recreate_pending, span_with,
 )
 from .jobrecords import JobRecord, get_job, job_record, select_jobs, write_cursors
+from .peertext import escaped_text
 from .revisions import delete_revisions, keep_revisions, revision_of
 from .tables import executions, job_cursors, jobs, tenants
 from .timeline import DELETED_REASON, NOT_STARTED, in_group
@@ -368,7 +369,7 @@ def pause_jobs(
             continue
         if record.state != "paused":
             record = current[job_id] = paused[job_id] = dataclasses.replace(
-                record, state="paused", paused_at=from_us(now_us), pause_reason=reason, version=record.version + 1,
+                record, state="paused", paused_at=from_us(now_us), pause_reason=escaped_text(reason), version=record.version + 1,
                 updated_at=from_us(now_us),
             )
             decided.append(("held", record))

@@ -56,7 +56,7 @@ from .executions import (
 from . import manualslots
 from .attempt_writes import insert_attempts
 from .isolation import release_slots, wake_jobs
-from .peertext import stored_error
+from .peertext import escaped_text, stored_error
 from .plain_successes import RECORD_SUCCESSES, PlainSuccesses, on_row, plain_success
 from .tables import attempts, executions, jobs
 from .timeline import DELETED_REASON
@@ -408,8 +408,9 @@ class OutcomeStore(SqlStore):
                 hold = self.breaker.record(row.tenant, event.host, (row.id, result.delivery), failed=event.failed,
                                            age=event.age)
         deleted = needed and row.version is None  # read, and found no job
-        facts = Facts(row.attempt, row.cancel_requested_at is not None,
-                      row.cancel_reason or (DELETED_REASON if deleted else None), deleted)
+        # Escaped (a no-op for printable text): a reason written raw by an earlier release is not copied raw.
+        reason = row.cancel_reason or (DELETED_REASON if deleted else None)
+        facts = Facts(row.attempt, row.cancel_requested_at is not None, reason and escaped_text(reason), deleted)
         # The policy is read only where the decision needs it: a success does not parse its job's retry policy.
         retry = (
             NO_DEFINITION.retry if result.outcome in DECIDED_WITHOUT_POLICY

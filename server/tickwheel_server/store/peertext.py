@@ -12,8 +12,10 @@ written raw by earlier releases) and the read path share:
   only what the API refuses in free text escaped (``api/text.py``: C0 and
   C1 controls, line and paragraph separators, invisible format characters
   but ZWNJ and ZWJ), so every text the API accepts is kept as it is. The
-  API refuses such text at the write (since its "bad input" release) and
-  alerts escape theirs (``store/alerts.py``).
+  API refuses such text at the write (since its "bad input" release), and
+  the store's writes escape it whoever calls them: reasons (a cancel's, a
+  pause's, the cancel reason a run ends with, copied from its row),
+  descriptions, alerts (``store/alerts.py``).
 
 Both leave a backslash as it is: an escape is not told apart from a
 backslash the peer wrote (``\\x1b`` reads the same either way). That is

@@ -107,6 +107,7 @@ def _get_tenant(conn: Connection, name: str) -> Tenant:
 
 
 def _insert_key(conn: Connection, tenant: str, description: str, now_us: int) -> IssuedKey:
+    description = escaped_text(description)  # as the API would have it: kept as it is unless it holds a control
     new = tokens.new_secret(tokens.API_KEY_PREFIX)
     conn.execute(
         api_keys.insert().values(
@@ -202,6 +203,8 @@ class TenantStore(SqlStore):
         unknown = set(changes) - allowed
         if unknown:
             raise ValueError(f"not tenant settings: {sorted(unknown)}")
+        if "pause_reason" in changes:
+            changes["pause_reason"] = escaped_text(changes["pause_reason"])
         now_us = to_us(self.clock.now())
 
         def fn(conn: Connection) -> Tenant:
