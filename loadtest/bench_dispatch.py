@@ -117,7 +117,7 @@ MINUTE_US = 60_000_000
 LOOKAHEAD = timedelta(seconds=59)  # one occurrence per due job: the next (T + 60 s) is past the horizon
 PARTITIONS = 256
 TENANT = "bench"
-CLAIM_IDLE_TIMEOUT = 10.0  # the server's: the claim's own idle limit, its default session TTL (SET LOCAL per claim)
+CLAIM_IDLE_TIMEOUT = 10.0  # the server's sessions' idle limit, its default session TTL (a connect option)
 HANDLER = "echo"
 PAYLOAD = b'{"bench": true}'
 EXECUTION_ID_SUFFIX = ":2027-01-04T00:00:00Z"
@@ -294,7 +294,6 @@ class Capture:
     def _pipelined(self, conn, statements, **options):
         for statement, parameters in statements:
             self._seen(statement, parameters)
-        self.statements += len(options.get("local") or ())  # SET LOCAL, one per setting
         started = time.perf_counter()
         try:
             return self._send(conn, statements, **options)
@@ -363,8 +362,8 @@ async def run_store(url: str, owned: dict[int, int], batch: int, specs: Definiti
     """Claim until a batch comes back short, with ``specs`` as the store's
     cache of parsed definitions (empty: cold; filled by an earlier claim of
     the same jobs: warm)."""
-    engine = create_store_engine(url)
-    store = DispatchStore(engine, SystemClock(), definitions=specs, claim_idle_timeout=CLAIM_IDLE_TIMEOUT)
+    engine = create_store_engine(url, idle_in_transaction_timeout=CLAIM_IDLE_TIMEOUT)
+    store = DispatchStore(engine, SystemClock(), definitions=specs)
     claimed = batches = 0
     misses = specs.misses
     postmaster = h.postmaster_pid(url)
@@ -572,8 +571,8 @@ async def latency(url: str, sizes: list[int], due: int, runs: int, seed: int) ->
             due_ids = [r[0] for r in pg.execute("SELECT job_id FROM job_cursors WHERE next_run_at = %s", (T_US,))]
             timings, sql = [], []
             claim = None
-            engine = create_store_engine(url)
-            store = DispatchStore(engine, SystemClock(), claim_idle_timeout=CLAIM_IDLE_TIMEOUT)
+            engine = create_store_engine(url, idle_in_transaction_timeout=CLAIM_IDLE_TIMEOUT)
+            store = DispatchStore(engine, SystemClock())
             try:
                 for run in range(runs + 1):  # run 0 warms the engine (connection, compiled statements)
                     if run:

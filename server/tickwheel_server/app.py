@@ -301,9 +301,6 @@ class TickwheelServer:
             dispatch=DispatchStore(
                 self.engine, self.clock, trace_occurrence=self.tracing.dispatch_span if self.tracing.enabled else None,
                 alerts=alerts, server_id=self.server_id, definitions=definitions,
-                # A claim frozen mid-way holds its partitions' rows no longer than its session (store.partitions),
-                # even where the store URL's options set a longer limit for the server's sessions.
-                claim_idle_timeout=config.store_idle_limit,
             ),
             queue=ExecutionQueue(
                 self.engine, self.clock, on_dead_letter=raise_dead_letter_alert,

@@ -1,6 +1,6 @@
 """The claim's round trips on PostgreSQL (``store/pipeline.py``): the
 statements that do not depend on each other's results go in one round trip
-(the BEGIN and the claim's idle limit with the epochs' check; the hand-out's tenants with its overlap
+(the BEGIN with the epochs' check; the hand-out's tenants with its overlap
 probe; the writes with the COMMIT), counted from libpq's own trace of what
 the client sent, and a failure inside a pipelined part (a serialization
 failure, a deadlock, an error at the COMMIT itself, the connection lost
@@ -44,7 +44,7 @@ async def world(migrated_engine, clock) -> World:
     await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
     await PartitionStore(migrated_engine, clock).raise_epochs(OWNED, "claimer")
     world = World(migrated_engine, clock)
-    world.dispatch = DispatchStore(migrated_engine, clock, claim_idle_timeout=10)  # as the server's: its idle limit set
+    world.dispatch = DispatchStore(migrated_engine, clock)  # its idle limit is the session's (sessionoptions.wait_limits)
     return world
 
 
@@ -91,9 +91,7 @@ async def test_a_claim_that_hands_out_is_four_round_trips_and_one_that_does_not_
             first, due, reads, writes = map(statements, trips)
             assert "BEGIN ISOLATION LEVEL READ COMMITTED" in first and "FROM partitions" in first
             assert first.index("BEGIN") < first.index("FROM partitions"), "the epochs are read in the transaction"
-            assert first.index("BEGIN") < first.index("SET LOCAL idle_in_transaction_session_timeout = '10000ms'") < (
-                first.index("FROM partitions")
-            ), "the claim's idle limit is set in its first trip, before its locks are taken"
+            assert "SET LOCAL" not in first, "no setting of its own: the session's idle limit binds it"
             assert "FROM job_cursors" in due
             assert reads.index("FROM tenants") < reads.index("FROM executions"), "the tenants' locks first, as before"
             assert writes.index("INSERT INTO executions") < writes.index("COMMIT")

@@ -195,7 +195,7 @@ async def _exercise(engine, clock) -> None:
     await PartitionStore(engine, clock).raise_epochs(OWNED, "claimer")
     world = World(engine, clock)
     created = await world.create(once_job(clock.now() + timedelta(seconds=1)), clock.now() + timedelta(seconds=1))
-    claimer = DispatchStore(engine, clock, claim_idle_timeout=10)  # as the server's: its idle limit set
+    claimer = DispatchStore(engine, clock)
     claimed = await claimer.claim_due(OWNED, clock.now() + timedelta(seconds=2))
     assert [e.id.split(":")[0] for e in claimed.executions] == [created.id]
     queue = ExecutionQueue(engine, clock)

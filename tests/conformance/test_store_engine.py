@@ -46,7 +46,7 @@ from tickwheel_server.store import (
     run_in_transaction_async,
     settle,
 )
-from tickwheel_server.store.engine import JIT_OFF, postgres_options
+from tickwheel_server.store.sessionoptions import JIT_OFF, postgres_options
 from tickwheel_server.store.migrate import applied_migrations, split_sql
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -228,6 +228,18 @@ def test_the_lock_limits_asked_are_sent_to_postgresql_and_cockroachdb_unless_the
     # The operator's own setting wins, however written; the other limit still goes.
     assert _connect_params("postgresql://h/db?options=--lock_timeout%3D9s", **limits)["options"] == (
         f"--lock_timeout=9s {JIT_OFF} -c idle_in_transaction_session_timeout=60000ms")
+    # The idle limit is a ceiling: the operator's longer one (or 0, no limit; or unreadable) is
+    # replaced, however written, a shorter one kept; libpq's escaped space read as PostgreSQL does.
+    for given in ("-c%20idle_in_transaction_session_timeout%3D1h", "--IDLE_IN_TRANSACTION_SESSION_TIMEOUT%3D600s",
+                  "-cidle_in_transaction_session_timeout%3D0", "-c%20idle_in_transaction_session_timeout%3D2%5C%20min",
+                  "-c%20idle_in_transaction_session_timeout%3Dlong"):
+        assert _connect_params(f"postgresql://h/db?options={given}%20-c%20jit%3Don", **limits)["options"] == (
+            "-c idle_in_transaction_session_timeout=60000ms -c jit=on -c lock_timeout=1500ms"), given
+    for kept in ("-c idle_in_transaction_session_timeout=59s", "--idle_in_transaction_session_timeout=500",
+                 "-c idle_in_transaction_session_timeout=1min"):
+        monkeypatch.setenv("PGOPTIONS", kept)  # read when the URL has no options, as libpq would
+        assert _connect_params("cockroachdb://h/db", **limits)["options"] == f"{kept} -c lock_timeout=1500ms", kept
+    monkeypatch.delenv("PGOPTIONS")
     # Under a millisecond is one: never 0, which would mean no limit at all.
     assert _connect_params("postgresql://h/db", lock_timeout=0.0001)["options"] == f"{JIT_OFF} -c lock_timeout=1ms"
     with pytest.raises(StoreConfigError, match="lock_timeout must be > 0"):

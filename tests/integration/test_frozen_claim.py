@@ -1,12 +1,15 @@
 """A server frozen in the middle of a claim does not hold its partitions
 past its session: the claim's transaction may sit idle no longer than the
 session TTL (docs/architecture.md, "Ownership", "A frozen claim"), however
-large the configured ``store_idle_in_transaction_timeout``.
+large the configured ``store_idle_in_transaction_timeout`` and the store
+URL's own ``idle_in_transaction_session_timeout``: the server's engine
+starts every session with its limit as a ceiling, and the claim sets none
+of its own.
 
 Real PostgreSQL, the store's components in-process: the frozen server's
 claim is stopped between its statements (after the epoch check and the due
 scan, holding their row locks, as a SIGSTOP or a VM stall would leave it),
-with its engine's idle limit at 600 s; the successor raises the epochs as
+with ``store_idle_in_transaction_timeout`` and its URL's option at 600 s; the successor raises the epochs as
 its ownership loop would (again while a raise is refused), claims, and the
 frozen claim is woken only then. Invariants: the partitions move while the
 claim is still frozen, the due run becomes exactly one execution (the
@@ -24,6 +27,7 @@ import sqlalchemy as sa
 
 from tickwheel.shared.clock import FakeClock
 from tickwheel.shared.ids import execution_id, to_us
+from tickwheel_server.config import ServerConfig
 from tickwheel_server.store import create_store_engine
 from tickwheel_server.store import dispatch as dispatch_module
 from tickwheel_server.store.dispatch import DispatchStore
@@ -40,13 +44,19 @@ NOW = datetime(2027, 1, 1, 1, 0, tzinfo=timezone.utc)
 SESSION_TTL = 2.0
 """The frozen server's session TTL: what bounds its claim's idle time."""
 CONFIGURED_IDLE = 600.0
-"""Its engine's idle-in-transaction limit: far past anything this test waits for."""
+"""Its configured idle-in-transaction limit, and its URL's: far past anything this test waits for."""
 WAIT = 120.0
 """How long the successor keeps raising: well under CONFIGURED_IDLE, so the old path cannot pass."""
 
 
 def server_engine(url: str) -> sa.Engine:
-    return create_store_engine(url, lock_timeout=1.0, idle_in_transaction_timeout=CONFIGURED_IDLE)
+    """The engine a server with these settings builds (``app.py``), over a
+    URL whose options ask for a longer idle limit."""
+    config = ServerConfig(store=url, etcd="http://127.0.0.1:2379", admin_token="x" * 16, session_ttl=int(SESSION_TTL),
+                          store_idle_in_transaction_timeout=CONFIGURED_IDLE)
+    longer = f"{url}{'&' if '?' in url else '?'}options=-c%20idle_in_transaction_session_timeout%3D{CONFIGURED_IDLE:.0f}s"
+    return create_store_engine(longer, lock_timeout=config.store_lock_timeout,
+                               idle_in_transaction_timeout=config.store_idle_limit)
 
 
 class Freeze:
@@ -105,7 +115,7 @@ async def test_a_frozen_claim_holds_its_partitions_no_longer_than_its_session(
         job = await world.create(once_job(NOW), NOW)
 
         freeze = Freeze(monkeypatch)
-        frozen = DispatchStore(frozen_engine, clock, claim_idle_timeout=SESSION_TTL)
+        frozen = DispatchStore(frozen_engine, clock)  # as app.py builds it: no idle limit of its own
         frozen_claim = asyncio.ensure_future(frozen.claim_due(old_epochs, NOW))
         try:
             assert await asyncio.to_thread(freeze.frozen.wait, WAIT), "the claim never reached its definitions"

@@ -59,7 +59,7 @@ def test_each_statement_of_a_phase_lands_in_it(phase: str) -> None:
 @pytest.mark.parametrize("query, phase", [
     ("BEGIN ISOLATION LEVEL READ COMMITTED", "transaction"),
     ("COMMIT", "transaction"),
-    ("SET LOCAL idle_in_transaction_session_timeout = '10000ms'", "transaction"),
+    ("SET LOCAL lock_timeout = '1000ms'", "transaction"),
     ("SELECT executions.owner FROM executions WHERE executions.status = $2 GROUP BY executions.owner", "other"),
     ("", "other"),
 ])

@@ -92,7 +92,6 @@ from .claim_reads import (
 from .claim_handout import DirectHandOut, Fenced, HandOutOffer, kept_in_doubt
 from .claim_writes import MISFIRE_REASON, TENANT_PAUSED_REASON, ClaimWrites, SkipWrites, carried_missed, write
 from .claim_calendars import CalendarCache, PreviousClaim, calendar_due, calendar_plan, record_calendar_skips
-from .engine import wait_limits
 from .executions import HandedOut
 from .jobrecords import JOB_WITH_CURSOR
 from .partitions import check_epochs
@@ -146,10 +145,8 @@ class DispatchStore(SqlStore):
         alerts: AlertStore | None = None,
         quarantine: Quarantine | None = None,
         server_id: str = "",
-        claim_idle_timeout: float | None = None,
     ) -> None:
         super().__init__(engine, clock)
-        self._claim_limits = wait_limits(None, claim_idle_timeout)  # per claim: .partitions, "A frozen holder"
         self.definitions = definitions if definitions is not None else DefinitionCache()
         """Parsed definitions by (job id, version); shared with the hand-out and outcomes where one server runs both."""
         self.quarantine = quarantine if quarantine is not None else Quarantine()
@@ -203,7 +200,7 @@ class DispatchStore(SqlStore):
             if direct is not None:
                 direct.begin()  # a retried transaction starts over
             result = ClaimResult()
-            result.stale_partitions = check_epochs(conn, owned, local=self._claim_limits)
+            result.stale_partitions = check_epochs(conn, owned)
             live = sorted(set(owned) - result.stale_partitions)
             if not live:
                 return result, 0

@@ -13,9 +13,9 @@ Three engines, one SQL subset (the one CockroachDB and PostgreSQL share):
   is CockroachDB's only sensible level and the one the test suite runs
   PostgreSQL at, so SQLSTATE 40001 is an everyday event that
   :func:`~tickwheel_server.store.transactions.run_in_transaction` absorbs.
-  PostgreSQL sessions start with JIT off (:func:`postgres_options`); the
+  PostgreSQL sessions start with JIT off (:func:`.sessionoptions.postgres_options`); the
   server's sessions also with a ``lock_timeout`` and an
-  ``idle_in_transaction_session_timeout`` (:func:`wait_limits`).
+  ``idle_in_transaction_session_timeout`` (:func:`.sessionoptions.wait_limits`).
 
 Engine-specific SQL goes behind :class:`Capabilities`, never behind a check
 of the URL string.
@@ -23,13 +23,10 @@ of the URL string.
 
 from __future__ import annotations
 
-import os
-import re
 import select
 import sqlite3
 import uuid
 import weakref
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +39,7 @@ from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
 from sqlalchemy.pool import QueuePool
 
 from .errors import StoreConfigError
+from .sessionoptions import IDLE_IN_TRANSACTION_TIMEOUT, session_options, wait_limits
 
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
@@ -96,62 +94,6 @@ def parse_store_url(url: str | URL) -> URL:
     )
 
 
-JIT_OFF = "-c jit=off"
-"""What :func:`postgres_options` adds to a PostgreSQL session's startup options."""
-
-LOCK_TIMEOUT = "lock_timeout"
-IDLE_IN_TRANSACTION_TIMEOUT = "idle_in_transaction_session_timeout"
-
-
-def _sets(options: str, name: str) -> bool:
-    """Whether the libpq ``options`` string sets ``name`` itself (``-c name=…``,
-    ``-cname=…``, ``--name=…``, any case)."""
-    return re.search(rf"(?:^|\s)(?:-c\s*|--){re.escape(name)}\s*=", options, re.I) is not None
-
-
-def session_options(url: URL, settings: Mapping[str, str], environ: Mapping[str, str] = os.environ) -> str:
-    """The libpq ``options`` a session of ``url`` starts with: the URL's own
-    ``options`` (else ``PGOPTIONS`` from ``environ``, which libpq would read
-    only when none is given) with ``-c name=value`` added for each of
-    ``settings`` they do not set themselves (the operator's wins). A
-    connect-time option costs no statement, and binds the session before its
-    first one."""
-    given = url.query.get("options")
-    if given is None:
-        base = environ.get("PGOPTIONS", "")
-    else:
-        base = " ".join(given) if isinstance(given, tuple) else given
-    added = [f"-c {name}={value}" for name, value in settings.items() if not _sets(base, name)]
-    return " ".join([base, *added]).strip()
-
-
-def postgres_options(url: URL, environ: Mapping[str, str] = os.environ) -> str:
-    """:func:`session_options` with :data:`JIT_OFF` alone: JIT off, unless
-    the URL's options (or ``PGOPTIONS``) set ``jit`` themselves (an
-    operator's ``?options=-c%20jit%3Don`` turns it back on).
-
-    JIT off: the store's statements are short and many; priced over a
-    large table's estimates, a plan passes ``jit_above_cost`` and compiling
-    it costs more than running it (``loadtest/RESULTS.md``). CockroachDB
-    has no ``jit`` setting: its sessions never get this."""
-    return session_options(url, {"jit": "off"}, environ)
-
-
-def wait_limits(lock_timeout: float | None, idle_in_transaction_timeout: float | None) -> dict[str, str]:
-    """The session settings that bound how long a session waits for a lock
-    and may sit idle inside a transaction, in whole milliseconds (at least
-    1); a limit None or 0 is left to the database (its role's, database's
-    or server's setting). :class:`StoreConfigError` for a negative one."""
-    limits: dict[str, str] = {}
-    for name, seconds in ((LOCK_TIMEOUT, lock_timeout), (IDLE_IN_TRANSACTION_TIMEOUT, idle_in_transaction_timeout)):
-        if seconds is None or seconds == 0:
-            continue
-        if not seconds > 0:
-            raise StoreConfigError(f"{name} must be > 0 seconds (or 0: the database's own), not {seconds!r}")
-        limits[name] = f"{max(1, round(seconds * 1000))}ms"
-    return limits
-
-
 def _is_sqlite_memory(url: URL) -> bool:
     database = url.database or ""
     return database in ("", ":memory:") or "mode=memory" in database
@@ -190,12 +132,15 @@ def create_store_engine(
     ``sqlite_busy_timeout`` (seconds) is how long a SQLite transaction waits
     for another writer before failing with a retryable "database is locked".
     PostgreSQL sessions start with JIT off unless the URL's ``options`` (or
-    ``PGOPTIONS``) set ``jit`` (:func:`postgres_options`).
+    ``PGOPTIONS``) set ``jit`` (:func:`.sessionoptions.postgres_options`).
 
     ``lock_timeout`` and ``idle_in_transaction_timeout`` (seconds; None or 0
     leaves them to the database) start every PostgreSQL and CockroachDB
     session with ``lock_timeout`` and ``idle_in_transaction_session_timeout``
-    (:func:`wait_limits`), unless the URL's ``options`` set them: a
+    (:func:`.sessionoptions.wait_limits`), unless the URL's ``options`` set them (a lock
+    timeout of their own wins; an idle limit of theirs only where it is
+    shorter: ours is a ceiling, which every transaction, the claim's
+    included, runs under without a statement of its own): a
     statement that waits longer for a lock fails with 55P03, which
     :mod:`.transactions` retries as a refusal (at most
     :data:`~.transactions.LOCK_TIMEOUT_ATTEMPTS` attempts while a table is
@@ -235,7 +180,9 @@ def create_store_engine(
         connect_args["application_name"] = "tickwheel"
     settings = ({"jit": "off"} if backend == POSTGRESQL else {}) | limits
     if settings:  # CockroachDB's sessions get no options of ours unless limits are asked
-        connect_args["options"] = session_options(parsed, settings)
+        # The idle limit is a ceiling: a longer one in the URL would let a server frozen
+        # in a transaction (a claim's partitions: store.partitions) hold its locks past its session.
+        connect_args["options"] = session_options(parsed, settings, ceilings=frozenset({IDLE_IN_TRANSACTION_TIMEOUT}))
     engine = sa.create_engine(
         parsed,
         isolation_level=level,

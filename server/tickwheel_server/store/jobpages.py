@@ -40,7 +40,7 @@ cursor by its key, and stops at the page:
   1``, which PostgreSQL cannot flatten into a join, so it is a lookup by
   key per row read (a hash or merge join could read every cursor);
 - it runs without JIT, as every statement of the server's PostgreSQL
-  sessions does (:func:`.engine.postgres_options`, at connect time): priced
+  sessions does (:func:`.sessionoptions.postgres_options`, at connect time): priced
   for a tenth of a large tenant's rows, its plan passes
   ``jit_above_cost``, and compiling it took longer than reading the page.
 

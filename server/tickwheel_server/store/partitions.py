@@ -50,15 +50,14 @@ write in step 1 touch the same row):
 A frozen holder: a claim's shared locks make the successor's raise wait
 until the claim's transaction ends, and a server frozen between the claim's
 statements (SIGSTOP, a VM stall, a long GC pause) ends it only when the
-database ends its session. The claim therefore sets, in its first round
-trip, ``idle_in_transaction_session_timeout`` for its own transaction to
-the session TTL (``DispatchStore(claim_idle_timeout=…)``; ``SET LOCAL``,
-which PostgreSQL and CockroachDB both take): by the time the frozen server's
-etcd session has expired and a successor raises, the database has ended the
-claim's session (or soon will), its work rolled back and its locks
-released, whatever longer limit the server's sessions start with (the
-server's engine has at most the session TTL too, unless the store URL's
-options set another: ``ServerConfig.store_idle_limit``). The frozen server, once it wakes,
+database ends its session. Every session of the server's engine starts with
+``idle_in_transaction_session_timeout`` at most the session TTL
+(``ServerConfig.store_idle_limit``, a connect option: ``sessionoptions.wait_limits``;
+a longer one in the store URL's options is replaced, never obeyed), so the
+claim's transaction is bounded without a statement of its own: by the time
+the frozen server's etcd session has expired and a successor raises, the
+database has ended the claim's session (or soon will), its work rolled back
+and its locks released. The frozen server, once it wakes,
 finds its connection gone, retries on a new one and meets the successor's
 epoch.
 
@@ -119,7 +118,7 @@ class PartitionEpoch:
     updated_at: datetime
 
 
-def check_epochs(conn: Connection, owned: Mapping[int, int], *, local: Mapping[str, str] | None = None) -> set[int]:
+def check_epochs(conn: Connection, owned: Mapping[int, int]) -> set[int]:
     """The partitions of ``owned`` (partition -> epoch we hold) whose stored
     epoch is not the one we hold: missing rows, and rows raised past us.
 
@@ -130,10 +129,7 @@ def check_epochs(conn: Connection, owned: Mapping[int, int], *, local: Mapping[s
     One statement, whatever the number of partitions. Writes nothing. On
     PostgreSQL and CockroachDB, in a transaction that ``begins_itself``
     (the claim's), it is the first statement and the BEGIN goes with it in
-    one round trip (:func:`.pipeline.send`). ``local``: session settings for
-    the rest of the transaction, set in that same round trip before the
-    locks are taken (the claim's idle limit: "A frozen holder" above);
-    SQLite has none.
+    one round trip (:func:`.pipeline.send`).
     """
     if not owned:
         return set()
@@ -149,7 +145,7 @@ def check_epochs(conn: Connection, owned: Mapping[int, int], *, local: Mapping[s
         stored = dict(conn.execute(query).tuples().all())
     else:  # one array parameter, as driver SQL
         check = (_CHECK_EPOCHS[row_locks], {"owned": array_literal(sorted(owned))})
-        stored = dict(pipeline.send(conn, [check], local=local)[0])
+        stored = dict(pipeline.send(conn, [check])[0])
     return {partition for partition, epoch in owned.items() if stored.get(partition) != epoch}
 
 

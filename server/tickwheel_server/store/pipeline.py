@@ -42,7 +42,6 @@ session was ended: :mod:`.partitions`, "A frozen holder").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import psycopg
@@ -71,14 +70,12 @@ def begin_statement(dbapi_connection: Any) -> str:
 
 
 def send(
-    conn: Connection, statements: list[Statement], *, commit: bool = False, local: Mapping[str, str] | None = None
+    conn: Connection, statements: list[Statement], *, commit: bool = False
 ) -> list[list[tuple] | int]:
     """Run ``statements`` in order in one round trip (and COMMIT after them
     with ``commit``); per statement, its rows (one that returns rows) or
     how many rows it changed. In a transaction run with ``begins_itself``
-    whose BEGIN is not yet sent, the BEGIN goes first in the same trip.
-    ``local``: session settings (name -> value) set for the rest of the
-    transaction (``SET LOCAL``, never prepared), before ``statements``."""
+    whose BEGIN is not yet sent, the BEGIN goes first in the same trip."""
     if commit:
         refuse_ended_session(conn)  # the session ended while idle in this transaction: nothing of it was applied
     dbapi = conn.connection.dbapi_connection
@@ -89,8 +86,6 @@ def send(
             with dbapi.pipeline():
                 if dbapi.autocommit and dbapi.info.transaction_status == TransactionStatus.IDLE:
                     dbapi.execute(begin_statement(dbapi), prepare=False)
-                for name, value in (local or {}).items():
-                    dbapi.execute(f"SET LOCAL {name} = '{value}'", prepare=False)
                 for statement, parameters in statements:
                     cursor = dbapi.cursor()
                     cursors.append(cursor)
