@@ -223,7 +223,12 @@ def newest_first(query, created, ident, after: tuple[int, str] | None):
     from the row that follows ``after`` = (created instant in microseconds,
     id) of the last row of the previous page (None: from the first): a
     keyset for the caller to LIMIT. A stable order: every row is on exactly
-    one page however many share an instant."""
+    one page however many share an instant. ``created <= after``, implied by
+    the keyset, is stated apart: an index on ``created`` (leading, or after
+    an equality) then starts its walk at the previous page's last instant,
+    where the keyset's OR alone is only a filter, read from the newest row."""
     if after is not None:
-        query = query.where(sa.or_(created < after[0], sa.and_(created == after[0], ident > after[1])))
+        query = query.where(
+            created <= after[0], sa.or_(created < after[0], sa.and_(created == after[0], ident > after[1]))
+        )
     return query.order_by(created.desc(), ident)
