@@ -10,7 +10,6 @@ import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -21,6 +20,7 @@ from tickwheel.v1 import admin_pb2, scheduler_pb2, worker_pb2
 from tickwheel.shared.backoff import BackoffSleeper
 from tickwheel.shared.clock import Clock, SystemClock
 from tickwheel.shared.ids import to_us
+from tickwheel.shared.smallfiles import read_small
 from tickwheel_worker.exporters import metric_exporter
 
 from . import __version__, transport
@@ -718,9 +718,9 @@ class TickwheelServer:
         if tls is None:
             port = server.add_insecure_port(listen)
         else:
-            client_ca = Path(tls.client_ca_file).read_bytes() if tls.client_ca_file else None
+            client_ca = read_small(tls.client_ca_file) if tls.client_ca_file else None
             credentials = grpc.ssl_server_credentials(
-                [(Path(tls.key_file).read_bytes(), Path(tls.cert_file).read_bytes())],
+                [(read_small(tls.key_file), read_small(tls.cert_file))],
                 root_certificates=client_ca,
                 require_client_auth=client_ca is not None,
             )

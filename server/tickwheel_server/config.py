@@ -14,7 +14,8 @@ from pathlib import Path
 
 from tickwheel.shared.heartbeats import MAX_HEARTBEAT_INTERVAL, MIN_HEARTBEAT_INTERVAL
 from tickwheel.shared.logs import LOG_FORMATS
-from tickwheel.shared.secretargs import flag_warning, url_has_password, url_may_carry_token
+from tickwheel.shared.secretargs import MAX_SECRET_BYTES, flag_warning, url_has_password, url_may_carry_token
+from tickwheel.shared.smallfiles import read_small
 from tickwheel.shared.targets import TargetPolicy, parse_networks
 
 from .policy.breaker import BreakerSettings
@@ -520,10 +521,13 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _read_file(path: str) -> dict:
     try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+        data = tomllib.loads(read_small(path).decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config: {path!r} does not exist") from None
+    except OSError as error:
+        raise ConfigError(f"config: cannot read {path!r}: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config: {path!r} is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"config: {path!r} is not valid TOML: {error}") from None
     known = {f.name for f in fields(ServerConfig)} | {"tls", "admin_token_file"}
@@ -562,9 +566,11 @@ def command_line_secrets(args: argparse.Namespace) -> list[str]:
 
 def _read_token(path: str, origin: str) -> str:
     try:
-        token = Path(path).read_text().strip()
+        token = read_small(path, MAX_SECRET_BYTES).decode("utf-8").strip()
     except OSError as error:
         raise ConfigError(f"{origin}: cannot read {path!r}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{origin}: {path!r} is not UTF-8 text") from None
     if not token:
         raise ConfigError(f"{origin}: {path!r} is empty")
     return token

@@ -64,6 +64,7 @@ from tickwheel_worker.runtime import Worker, WorkerFatalError
 from tickwheel.shared.heap import tune_collector
 from tickwheel.shared.logs import LOG_FORMATS, configure as configure_logs
 from tickwheel.shared.secretargs import flag_warning, read_secret_file
+from tickwheel.shared.smallfiles import read_small
 from tickwheel.shared.targets import LOOPBACK_NETWORKS, TargetPolicy
 
 log = logging.getLogger("tickwheel_worker")
@@ -161,7 +162,7 @@ def load_handlers(spec: str, registry: HandlerRegistry) -> None:
 def _read_dev_credentials(folder: str) -> dict[str, Any]:
     path = Path(folder) / "dev-credentials.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_small(path).decode("utf-8"))
     except FileNotFoundError:
         raise UsageError(f"--dev {folder}: {path} not found (start `tickwheel dev --data {folder}` first)") from None
     except (OSError, ValueError) as exc:
@@ -208,7 +209,7 @@ def config_from_args(args: argparse.Namespace, tracer: Any = None) -> WorkerConf
     for name, path in tls_files.items():
         if path:
             try:
-                tls[name] = Path(path).read_bytes()
+                tls[name] = read_small(path)
             except OSError as exc:
                 raise UsageError(f"{flags[name]}: cannot read {path}: {exc.strerror}") from None
     networks = [*args.allow_target_network, *os.environ.get(ALLOW_ENV, "").replace(",", " ").split()]

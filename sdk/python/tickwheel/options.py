@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 
 from tickwheel.shared.backoff import ceiling
+from tickwheel.shared.smallfiles import read_small
 
 __all__ = ["DEFAULT_RETRY", "RetryOptions", "TlsOptions"]
 
@@ -70,13 +71,15 @@ class TlsOptions:
         *,
         server_name: str | None = None,
     ) -> TlsOptions:
-        """Reads PEM files. Raises ``OSError`` when a file cannot be read and
-        ``ValueError`` when only one of the client certificate and key is
-        given or a file is not PEM."""
+        """Reads PEM files, each at most
+        :data:`~tickwheel.shared.smallfiles.MAX_SMALL_FILE_BYTES`. Raises
+        ``OSError`` when a file cannot be read or is larger (``/dev/zero``)
+        and ``ValueError`` when only one of the client certificate and key
+        is given or a file is not PEM."""
         return cls(
-            root_certificates=Path(ca_cert).read_bytes() if ca_cert else None,
-            certificate_chain=Path(client_cert).read_bytes() if client_cert else None,
-            private_key=Path(client_key).read_bytes() if client_key else None,
+            root_certificates=read_small(ca_cert) if ca_cert else None,
+            certificate_chain=read_small(client_cert) if client_cert else None,
+            private_key=read_small(client_key) if client_key else None,
             server_name=server_name,
         )
 

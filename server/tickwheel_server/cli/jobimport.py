@@ -59,6 +59,10 @@ __all__ = ["MAX_LINE_BYTES", "register"]
 
 MAX_LINE_BYTES = 4 * 1024 * 1024
 """A longer line fails unread: no call may carry more than 4 MiB anyway."""
+MAX_SKIPPED_LINE_BYTES = 64 * 1024 * 1024
+"""A line this long without a line break ends the import (``UsageError``):
+no JSON lines or CSV file holds one, and one without end (``/dev/zero``, a
+FIFO written to forever) would otherwise be skipped forever."""
 MAX_BATCH = 1000
 UTF8_BOM = b"\xef\xbb\xbf"
 MAX_HELD_BYTES = 32 * 1024 * 1024
@@ -115,25 +119,37 @@ class Line:
 class LineReader:
     """Binary lines of ``stream``, each at most :data:`MAX_LINE_BYTES`
     (a longer one comes back as None, skipped without being held), with the
-    count of bytes read for the progress bar."""
+    count of bytes read for the progress bar. ``UsageError`` for a line
+    that runs past :data:`MAX_SKIPPED_LINE_BYTES` (a stream without line
+    breaks, perhaps without end), once that much of it is read."""
 
-    def __init__(self, stream: BinaryIO) -> None:
+    def __init__(self, stream: BinaryIO, name: str = "") -> None:
         self.stream = stream
+        self.name = name
         self.bytes_read = 0
+        self.lines = 0
 
     def __iter__(self) -> Iterator[bytes | None]:
         while True:
             line = self.stream.readline(MAX_LINE_BYTES + 1)
             if not line:
                 return
+            self.lines += 1
             at_start = self.bytes_read == 0
             self.bytes_read += len(line)
             if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+                skipped = len(line)
                 while True:  # the rest of the line, in bounded pieces
                     rest = self.stream.readline(1024 * 1024)
                     self.bytes_read += len(rest)
+                    skipped += len(rest)
                     if not rest or rest.endswith(b"\n"):
                         break
+                    if skipped > MAX_SKIPPED_LINE_BYTES:
+                        raise UsageError(
+                            f"{self.name or 'the file'} line {self.lines}: no line break in its first "
+                            f"{MAX_SKIPPED_LINE_BYTES // 2**20} MiB: not JSON lines or CSV (a stream without end?)"
+                        )
                 yield None
                 continue
             if at_start and line.startswith(UTF8_BOM):  # the encoding's mark (Excel's "CSV UTF-8"), not text
@@ -452,7 +468,7 @@ def run(ctx: Context, a: argparse.Namespace) -> int:
     failures_out = None
     summary = Summary(a.file, fmt)
     try:
-        lines = LineReader(stream)
+        lines = LineReader(stream, a.file if a.file != "-" else "stdin")
         if fmt == "csv":
             header, records = read_csv(lines)
         else:

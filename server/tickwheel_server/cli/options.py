@@ -53,6 +53,7 @@ VALUE_OPTIONS = frozenset(
 )  # fmt: skip
 
 from tickwheel.shared.secretargs import flag_warning, read_secret_file
+from tickwheel.shared.smallfiles import read_small
 """Global options that take a value (the top-level scan for delegated
 commands must skip their values)."""
 
@@ -150,7 +151,7 @@ def read_dev_credentials(directory: str) -> dict[str, Any]:
     missing or not a JSON object."""
     path = Path(directory) / DEV_CREDENTIALS_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_small(path).decode("utf-8"))
     except FileNotFoundError:
         raise UsageError(f"--dev {directory}: no {path} (is `tickwheel dev --data {directory}` running?)") from None
     except OSError as error:
