@@ -24,7 +24,7 @@ repeated hour and computes about 4 k next fires a second (see
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache, partial
@@ -39,6 +39,10 @@ from .zones import Zone, ZoneRegistry, default_registry
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _ZERO = timedelta(0)
 _YEAR = 366 * 86400
+_PAST_OFFSETS = 2 * 86400
+"""More than any two UTC offsets differ by: a transition this long before a
+candidate instant ends a segment whose wall times all lie before the
+candidate's wall time."""
 _LOCAL_EARLIEST = datetime(1970, 1, 1)
 _LOCAL_LATEST = datetime(9999, 1, 1)
 """A one-off's wall time is accepted in [_LOCAL_EARLIEST, _LOCAL_LATEST),
@@ -142,7 +146,16 @@ class CompiledCron:
             if k < count:
                 end = transitions[k]
                 if instant >= end:
+                    # No wall time in [lowest, wall) matches. A segment starting two days
+                    # past the search's start and ending two days before ``instant`` has
+                    # all its wall times (and its opening gap's, its repeat's) in that
+                    # range: such segments are passed in one step, not a search each (a
+                    # fire every 28 years crossed 56). The one right after a fall-back
+                    # near the start repeats wall times before ``lowest``: never passed.
+                    searched_from = lowest * 60 - offset
                     k += 1
+                    if end > searched_from + _PAST_OFFSETS:
+                        k = max(k, bisect_left(transitions, instant - _PAST_OFFSETS, k, count))
                     first = False
                     continue
                 if offsets[k + 1] < offset and instant >= end - (offset - offsets[k + 1]):
