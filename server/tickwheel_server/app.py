@@ -479,7 +479,7 @@ class TickwheelServer:
         admin_pb2_grpc.add_AdminServiceServicer_to_server(
             admin_servicer, decoding.guard(server, starting=self._waiting, windows=auth.windows)
         )
-        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, transport.GenericOnly(server))
         reflection.enable(server, [*SERVICE_NAMES, health.SERVICE_NAME], self.open_streams)
         for name in ["", *SERVICE_NAMES]:  # until the whole start is done (the servicer says SERVING by default)
             await self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)

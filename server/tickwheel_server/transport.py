@@ -1,4 +1,5 @@
-"""What a gRPC client may send the server's port, as channel options (every server on the port uses them).
+"""What a gRPC client may send the server's port, as channel options (every server on the port uses them);
+how the port's services are registered (:class:`GenericOnly`).
 
 grpcio's defaults, stated here so that an upgrade cannot move them and so
 that the metadata limit is one number: grpcio refuses metadata above its
@@ -49,3 +50,30 @@ def limits(streams: int = MAX_STREAMS_PER_CONNECTION, connections: int = MAX_CON
 LIMITS = limits()
 """The channel options of every ``grpc.aio.server`` of the port (read as
 each server starts)."""
+
+
+class GenericOnly:
+    """A ``grpc.aio`` server as a generated ``add_<Service>Servicer_to_server``
+    sees it: the service's methods are served through its generic handler
+    only, never passed to ``add_registered_method_handlers``.
+
+    grpc.aio's serving loop keeps one request pending in the core per
+    registered method and, for every call it takes, waits on all of them
+    together (one ``asyncio.wait`` over them: a callback added to and
+    removed from each); with the port's services registered that way
+    (about 50 methods) that wait was a fixed cost of every call on the
+    event loop, whatever the method (loadtest/RESULTS.md, "Registered
+    methods"). Served through the generic handlers, the loop waits on one
+    pending request, and finding a call's handler costs a dictionary
+    lookup per service. What a call is answered does not change: the same
+    handlers serve it."""
+
+    def __init__(self, server) -> None:
+        self._server = server
+
+    def add_generic_rpc_handlers(self, handlers) -> None:
+        self._server.add_generic_rpc_handlers(handlers)
+
+    def add_registered_method_handlers(self, service: str, handlers: dict) -> None:
+        """Not registered: the generated code passed the same handlers to
+        :meth:`add_generic_rpc_handlers` first."""

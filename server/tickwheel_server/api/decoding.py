@@ -267,7 +267,9 @@ def _guard_handler(
 
 class _GuardedRegistration:
     """What a generated ``add_<Service>Servicer_to_server`` registers through:
-    the method handlers it passes are guarded, then registered on the server."""
+    the method handlers it passes are guarded, then added to the server as
+    one generic handler (never as registered methods:
+    :class:`~tickwheel_server.transport.GenericOnly` says why)."""
 
     def __init__(
         self, server: grpc.aio.Server, refuse_nul: bool, discard_unknown: bool, starting: Starting,
@@ -281,7 +283,7 @@ class _GuardedRegistration:
 
     def add_generic_rpc_handlers(self, handlers) -> None:
         """Ignored: the generated code passes the same handlers, by name, to
-        :meth:`add_registered_method_handlers`, which registers both forms."""
+        :meth:`add_registered_method_handlers`, which guards them."""
 
     def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
         refusals = RefusalLog()  # keyed by the service: one key
@@ -293,7 +295,6 @@ class _GuardedRegistration:
             for name, handler in handlers.items()
         }
         self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, guarded),))
-        self._server.add_registered_method_handlers(service, guarded)
 
 
 def guard(
