@@ -68,6 +68,17 @@ import _harness as h
 
 HERE = Path(__file__).resolve().parent
 STEPS = ("floor", "response", "options", "guard", "rpc", "auth", "request", "coalescer", "hop", "servicer")
+FLOORS = ("sync", "synchop", "generic")
+"""Floors of another server, beside the ladder (not steps of it): ``sync``
+is the floor's servicer on gRPC's thread-pool server (``grpc.server``,
+``--sync-threads`` threads), ``synchop`` the same whose handler hands each
+call to an event loop in another thread and waits for its answer (what a
+thread-pool front to the asyncio server's coalescer and store would pay
+at least). ``generic``: the floor on ``grpc.aio`` with its methods
+registered only as a generic handler (not as registered methods, whose
+pending requests grpc.aio's main loop waits on together, one each, every
+call)."""
+SYNC_THREADS = "TICKWHEEL_BENCH_SYNC_THREADS"
 WARMUP = 200
 EXTRA_OPTIONS = "TICKWHEEL_BENCH_GRPC_OPTIONS"
 """The environment variable the ``serve`` processes read ``--grpc-option`` from (a JSON list of pairs)."""
@@ -163,6 +174,64 @@ def _servicer(step: str):
     return ladder
 
 
+def serve_sync(step: str) -> None:
+    """Serve floor variant ``step`` (:data:`FLOORS`) on gRPC's thread-pool
+    server; print ``ready PORT`` and serve until killed."""
+    import threading
+
+    import grpc
+
+    from tickwheel.v1 import scheduler_pb2_grpc
+
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, name="loop", daemon=True).start()
+
+    async def answer(job):
+        return job
+
+    class Echo(scheduler_pb2_grpc.SchedulerServiceServicer):
+        def CreateJob(self, request, context):  # noqa: N802 (the gRPC method's name)
+            if step == "sync":
+                return request.job
+            return asyncio.run_coroutine_threadsafe(answer(request.job), loop).result()
+
+    options = json.loads(os.environ.get(EXTRA_OPTIONS, "[]"))
+    server = grpc.server(ThreadPoolExecutor(int(os.environ.get(SYNC_THREADS, "16"))), options=options or None)
+    scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(Echo(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    print(f"ready {port}", flush=True)
+    server.wait_for_termination()
+
+
+async def serve_generic() -> None:
+    """The floor's servicer on ``grpc.aio``, registered as a generic handler only."""
+    import grpc.aio
+
+    from tickwheel.v1 import scheduler_pb2_grpc
+
+    class Echo(scheduler_pb2_grpc.SchedulerServiceServicer):
+        async def CreateJob(self, request, context):  # noqa: N802 (the gRPC method's name)
+            return request.job
+
+    class GenericOnly:
+        def __init__(self, server) -> None:
+            self.server = server
+
+        def add_generic_rpc_handlers(self, handlers) -> None:
+            self.server.add_generic_rpc_handlers(handlers)
+
+        def add_registered_method_handlers(self, service, handlers) -> None:
+            """Not registered: the generic handler serves them."""
+
+    server = grpc.aio.server()
+    scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(Echo(), GenericOnly(server))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    print(f"ready {port}", flush=True)
+    await server.wait_for_termination()
+
+
 async def serve(step: str) -> None:
     """Serve ``step``'s SchedulerService on a free loopback port; print
     ``ready PORT`` and serve until killed."""
@@ -171,6 +240,9 @@ async def serve(step: str) -> None:
     from tickwheel.v1 import scheduler_pb2_grpc
     from tickwheel_server.api import decoding
 
+    if step == "generic":
+        await serve_generic()
+        return
     rank = STEPS.index(step)
     options = [("grpc.so_reuseport", 0), ("grpc.keepalive_time_ms", 30_000)] if rank >= STEPS.index("options") else []
     options += json.loads(os.environ.get(EXTRA_OPTIONS, "[]"))
@@ -192,6 +264,7 @@ def start(step: str, folder: Path, args: argparse.Namespace) -> tuple[subprocess
     env = os.environ | {EXTRA_OPTIONS: json.dumps([option.split("=", 1) for option in args.grpc_option])}
     if args.loop == "uvloop":
         env[LOOP] = "uvloop"
+    env[SYNC_THREADS] = str(args.sync_threads)
     env[STORE_MS] = str(args.store_ms)
     process = subprocess.Popen([sys.executable, __file__, "serve", step], stdout=subprocess.PIPE, env=env,
                                stderr=(folder / f"{step}.log").open("a"), stdin=subprocess.DEVNULL, text=True)
@@ -244,7 +317,8 @@ def ladder_round(args, go_load, folder: Path, n: int, full: dict | None) -> dict
     for step in args.steps:
         process, address = start(step, folder, args)
         try:
-            out[step] = measure(args, go_load, process.pid, address, API_KEY, f"{step}-{n}", process) | {
+            counted = None if step in FLOORS else process  # no coalescer there to count writes
+            out[step] = measure(args, go_load, process.pid, address, API_KEY, f"{step}-{n}", counted) | {
                 "load": h.load_average()[0]}
         finally:
             process.kill()
@@ -283,7 +357,9 @@ def median_of(values: list[float | None]) -> float | None:
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None and sys.argv[1:2] == ["serve"]:
-        if os.environ.get(LOOP) == "uvloop":
+        if sys.argv[2] in ("sync", "synchop"):
+            serve_sync(sys.argv[2])
+        elif os.environ.get(LOOP) == "uvloop":
             import uvloop
 
             uvloop.run(serve(sys.argv[2]))
@@ -303,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store-ms", type=float, default=0.0,
                         help="the fake store's write holds its thread this long (a sleep), as a real write's wall "
                              "time does, so the coalescer's groups form as they do on PostgreSQL")
+    parser.add_argument("--sync-threads", type=int, default=16,
+                        help="the thread-pool server's threads (the floors sync and synchop)")
     parser.add_argument("--full", action="store_true", help="also the real server on PostgreSQL")
     parser.add_argument("--logs", metavar="DIR", help="keep the servers' logs in DIR")
     parser.add_argument("--smoke", action="store_true", help="tiny run for CI; figures are meaningless")
@@ -310,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.calls, args.clients, args.rounds = 40, 4, 1
     args.steps = [s for s in args.steps.split(",") if s]
-    if unknown := set(args.steps) - set(STEPS):
+    if unknown := set(args.steps) - set(STEPS) - set(FLOORS):
         parser.error(f"unknown steps: {sorted(unknown)}")
     import bench_create
 
