@@ -5,7 +5,7 @@ time and measuring the server's CPU a call at each step.
     .venv/bin/python loadtest/bench_call_cost.py [--calls 4000] [--clients 16] [--rounds 2]
                                                  [--steps floor,...] [--client go|python] [--full]
                                                  [--loop asyncio|uvloop] [--grpc-option NAME=VALUE] [--store-ms MS]
-                                                 [--smoke]
+                                                 [--sync-threads N] [--smoke]
 
 Prints one JSON object. Each step is a server process of its own (this
 file run as ``serve STEP``), serving SchedulerService on a loopback port;
@@ -34,6 +34,12 @@ each adding one piece to the one before:
   an executor thread and answers every job created.
 - ``full`` (with ``--full``): the real ``tickwheel server`` on a throwaway
   PostgreSQL and etcd (``bench_create.py``'s), its jobs stored.
+
+Beside the ladder, other floors (name them in ``--steps``): ``generic``
+(the floor with its methods served by the generic handler only, none
+registered), ``sync`` (the floor's servicer on gRPC's thread-pool server,
+``--sync-threads`` threads) and ``synchop`` (the same, each call handed to
+an event loop in another thread and back); see :data:`FLOORS`.
 
 ``--rounds`` repeats the ladder, steps in order, so neighbouring steps are
 measured side by side; the medians are given with every round's figure.
