@@ -144,7 +144,7 @@ class WaitingForDependencies:
             return
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *transport.LIMITS])
         placeholder = self._health()
-        health_pb2_grpc.add_HealthServicer_to_server(placeholder, server)
+        health_pb2_grpc.add_HealthServicer_to_server(placeholder, transport.GenericOnly(server))
         server.add_generic_rpc_handlers((_RefuseWhileWaiting(self.refusal),))
         self.port = self._bind(server)
         for name in ["", *self._services]:
