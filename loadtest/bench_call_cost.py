@@ -37,7 +37,10 @@ each adding one piece to the one before:
 
 Beside the ladder, other floors (name them in ``--steps``): ``generic``
 (the floor with its methods served by the generic handler only, none
-registered), ``sync`` (the floor's servicer on gRPC's thread-pool server,
+registered), ``registered`` (the floor with every service of the port
+registered as ``tickwheel server`` registered them before they were
+served by generic handlers only: SchedulerService, AdminService,
+WorkerService and health, about 50 methods), ``sync`` (the floor's servicer on gRPC's thread-pool server,
 ``--sync-threads`` threads) and ``synchop`` (the same, each call handed to
 an event loop in another thread and back); see :data:`FLOORS`.
 
@@ -74,7 +77,7 @@ import _harness as h
 
 HERE = Path(__file__).resolve().parent
 STEPS = ("floor", "response", "options", "guard", "rpc", "auth", "request", "coalescer", "hop", "servicer")
-FLOORS = ("sync", "synchop", "generic")
+FLOORS = ("sync", "synchop", "generic", "registered")
 """Floors of another server, beside the ladder (not steps of it): ``sync``
 is the floor's servicer on gRPC's thread-pool server (``grpc.server``,
 ``--sync-threads`` threads), ``synchop`` the same whose handler hands each
@@ -83,7 +86,9 @@ thread-pool front to the asyncio server's coalescer and store would pay
 at least). ``generic``: the floor on ``grpc.aio`` with its methods
 registered only as a generic handler (not as registered methods, whose
 pending requests grpc.aio's main loop waits on together, one each, every
-call)."""
+call); ``registered`` the floor with the port's services (SchedulerService,
+AdminService, WorkerService, health: about 50 methods) registered the
+generated way, as registered methods too."""
 SYNC_THREADS = "TICKWHEEL_BENCH_SYNC_THREADS"
 WARMUP = 200
 EXTRA_OPTIONS = "TICKWHEEL_BENCH_GRPC_OPTIONS"
@@ -210,11 +215,14 @@ def serve_sync(step: str) -> None:
     server.wait_for_termination()
 
 
-async def serve_generic() -> None:
-    """The floor's servicer on ``grpc.aio``, registered as a generic handler only."""
+async def serve_generic(registered: bool) -> None:
+    """The floor's servicer on ``grpc.aio``, registered as a generic handler
+    only, or (``registered``) with the port's other services, each the
+    generated way (as registered methods too)."""
     import grpc.aio
+    from grpc_health.v1 import health, health_pb2_grpc
 
-    from tickwheel.v1 import scheduler_pb2_grpc
+    from tickwheel.v1 import admin_pb2_grpc, scheduler_pb2_grpc, worker_pb2_grpc
 
     class Echo(scheduler_pb2_grpc.SchedulerServiceServicer):
         async def CreateJob(self, request, context):  # noqa: N802 (the gRPC method's name)
@@ -231,7 +239,13 @@ async def serve_generic() -> None:
             """Not registered: the generic handler serves them."""
 
     server = grpc.aio.server()
-    scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(Echo(), GenericOnly(server))
+    if registered:
+        scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(Echo(), server)
+        admin_pb2_grpc.add_AdminServiceServicer_to_server(admin_pb2_grpc.AdminServiceServicer(), server)
+        worker_pb2_grpc.add_WorkerServiceServicer_to_server(worker_pb2_grpc.WorkerServiceServicer(), server)
+        health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), server)
+    else:
+        scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(Echo(), GenericOnly(server))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     print(f"ready {port}", flush=True)
@@ -246,8 +260,8 @@ async def serve(step: str) -> None:
     from tickwheel.v1 import scheduler_pb2_grpc
     from tickwheel_server.api import decoding
 
-    if step == "generic":
-        await serve_generic()
+    if step in ("generic", "registered"):
+        await serve_generic(registered=step == "registered")
         return
     rank = STEPS.index(step)
     options = [("grpc.so_reuseport", 0), ("grpc.keepalive_time_ms", 30_000)] if rank >= STEPS.index("options") else []

@@ -39,11 +39,11 @@ def test_bench_call_cost_floors_smoke():
     """The floors beside the ladder answer every call, none through a coalescer."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "loadtest" / "bench_call_cost.py"), "--smoke", "--client", "python",
-         "--steps", "generic,sync,synchop", "--sync-threads", "4"],
+         "--steps", "generic,registered,sync,synchop", "--sync-threads", "4"],
         capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
     )
     assert done.returncode == 0, done.stderr
     (floors,) = json.loads(done.stdout)["rounds"]
-    assert list(floors) == ["generic", "sync", "synchop"]
+    assert list(floors) == ["generic", "registered", "sync", "synchop"]
     for step, figures in floors.items():
         assert figures["failures"] == 0 and figures["calls_a_write"] is None, (step, figures)
