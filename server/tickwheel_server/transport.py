@@ -62,8 +62,8 @@ class GenericOnly:
     together (one ``asyncio.wait`` over them: a callback added to and
     removed from each); with the port's services registered that way
     (about 50 methods) that wait was a fixed cost of every call on the
-    event loop, whatever the method (loadtest/RESULTS.md, "Registered
-    methods"). Served through the generic handlers, the loop waits on one
+    event loop, whatever the method (loadtest/RESULTS.md, "grpc.aio's
+    registered methods"). Served through the generic handlers, the loop waits on one
     pending request, and finding a call's handler costs a dictionary
     lookup per service. What a call is answered does not change: the same
     handlers serve it."""
