@@ -95,12 +95,21 @@ def ended_and_jobs(pg: psycopg.Connection, since_us: int = 0) -> tuple[int, int]
     """(executions ended, jobs) right now, on a poll's one connection (a
     new one per poll would cost PostgreSQL a backend's start each time,
     counted as the server's CPU). Executions of instants from ``since_us``
-    on: a range of the ended rows' ``(nominal_at, id)`` index past
-    :func:`insert_history`'s, whose cost does not grow with it."""
+    on: each tenant's range of the ended rows' ``(tenant, nominal_at, id)``
+    index past :func:`insert_history`'s (:data:`ENDED_SINCE`), whose cost
+    does not grow with it."""
     return pg.execute(
-        f"{OWN_QUERY} SELECT (SELECT count(*) FROM executions WHERE status IN ('succeeded', 'dead', 'canceled') "
-        "AND nominal_at >= %s), (SELECT count(*) FROM jobs)", (since_us,)
+        f"{OWN_QUERY} SELECT (SELECT count(*) FROM executions WHERE {ENDED_SINCE}), (SELECT count(*) FROM jobs)",
+        (since_us,),
     ).fetchone()
+
+
+ENDED_SINCE = (
+    "tenant IN (SELECT name FROM tenants) AND status IN ('succeeded', 'dead', 'canceled') AND nominal_at >= %s"
+)
+"""Ended executions of instants from a parameter on, read tenant by tenant
+(``executions_ended_tenant``: there is no index of every tenant's since
+migration 0037, and a tenant named is a range of it on every schema)."""
 
 
 def store_url(url: str) -> str:
@@ -935,8 +944,9 @@ def table_writes(url: str, settle: float = 5.0) -> dict[str, int]:
             time.sleep(0.5)  # waiting for other backends to report; nothing to await
 
 
-HOT_TABLES = ("executions", "jobs")
-"""The tables every execution rewrites: :func:`table_updates` reads these."""
+HOT_TABLES = ("executions", "jobs", "job_cursors")
+"""The tables every execution rewrites: :func:`table_updates` and
+:func:`index_sizes` read these."""
 
 
 def table_updates(url: str, settle: float = 5.0) -> dict[str, tuple[int, int, int, int]]:
@@ -957,6 +967,32 @@ def table_updates(url: str, settle: float = 5.0) -> dict[str, tuple[int, int, in
                 return now
             last = now
             time.sleep(0.5)  # waiting for other backends to report; nothing to await
+
+
+def index_sizes(url: str) -> dict[str, tuple[int, int]]:
+    """Per index of :data:`HOT_TABLES`: its bytes and the scans that used it
+    (``pg_stat_user_indexes``). PostgreSQL counts no index inserts; an
+    index's growth over a run is the entries written into it."""
+    with observe(url) as pg:
+        rows = pg.execute(
+            f"{OWN_QUERY} SELECT indexrelname, pg_relation_size(indexrelid), idx_scan FROM pg_stat_user_indexes "
+            "WHERE relname = ANY(%s)", (list(HOT_TABLES),),
+        ).fetchall()
+    return {name: (int(size), int(scans)) for name, size, scans in rows}
+
+
+def indexes_between(before: dict, after: dict, executions: int) -> dict:
+    """Per index, between two :func:`index_sizes` readings: the bytes it grew
+    by and the scans that used it, per execution; indexes neither written
+    nor read are left out."""
+    per = max(executions, 1)
+    out = {}
+    for name, (size, scans) in sorted(after.items()):
+        size0, scans0 = before.get(name, (0, 0))
+        if size != size0 or scans != scans0:
+            out[name] = {"bytes_per_execution": round((size - size0) / per, 1),
+                         "scans_per_execution": round((scans - scans0) / per, 4)}
+    return out
 
 
 def updates_between(before: dict, after: dict, executions: int) -> dict:

@@ -72,9 +72,12 @@ and etcd are started (``tests/support``) and deleted afterwards.
   store retried), ``lock_waits`` its lock waits (as ``bench_burst.py``'s);
   ``sql.phases`` the same summed by phase of an execution's life (claim,
   hand-out, start, outcome: ``_harness.phase_of``), ``sql.wal`` the WAL's
-  records and full-page images (``pg_stat_wal``); ``tables``, for ``executions`` and ``jobs``, the updates
-  per execution, how many of them were HOT (no index entry written), and
-  the bytes their heap and their indexes grew by per execution. ``jit``
+  records and full-page images (``pg_stat_wal``); ``tables``, for ``executions``, ``jobs`` and
+  ``job_cursors``, the updates per execution, how many of them were HOT (no
+  index entry written), and the bytes their heap and their indexes grew by
+  per execution; ``indexes``, per index of those tables written or read, the
+  bytes it grew by (the entries written: PostgreSQL counts no index inserts)
+  and the scans that used it (``pg_stat_user_indexes``), per execution. ``jit``
   beside it: what PostgreSQL spent compiling statements with JIT, per
   execution and by statement (``_harness.Statements.jit``).
 - ``peer``: pgqueuer (the ``bench`` extra: ``bash scripts/install.sh
@@ -175,12 +178,10 @@ on (``since``), ``--history``'s all before it."""
 
 def finished(pg: psycopg.Connection, since_us: int) -> int:
     """The run's executions ended right now (a range of the partial index
-    of ended rows, ``(nominal_at, id)``, past any ``--history``: the poll's
-    own cost in PostgreSQL's CPU stays small and does not grow with it)."""
-    return pg.execute(
-        f"{h.OWN_QUERY} SELECT count(*) FROM executions WHERE status IN ('succeeded', 'dead', 'canceled') "
-        "AND nominal_at >= %s", (since_us,)
-    ).fetchone()[0]
+    of ended rows, ``(tenant, nominal_at, id)``, past any ``--history``:
+    the poll's own cost in PostgreSQL's CPU stays small and does not grow
+    with it)."""
+    return pg.execute(f"{h.OWN_QUERY} SELECT count(*) FROM executions WHERE {h.ENDED_SINCE}", (since_us,)).fetchone()[0]
 
 
 def wait_until_ended(pg: psycopg.Connection, jobs: int, pool: h.WorkerProcesses, stall: float, since_us: int) -> int:
@@ -382,6 +383,7 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
         created = h.insert_once_jobs(url, args.jobs, datetime.now(timezone.utc), name="e2e", on_commit=committed)
         stored, before = readings
         tables_before = h.table_updates(url, settle=0)  # at once: the server is claiming already
+        indexes_before = h.index_sizes(url)
         statements.reset()
         errors = h.PostgresErrors()
         locks = h.LockWaits()
@@ -396,6 +398,7 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
             sql["errors_logged"] = errors.counts()
             sql["lock_waits"] = locks.counts()
             sql["tables"] = h.updates_between(tables_before, h.table_updates(url), args.jobs)
+            sql["indexes"] = h.indexes_between(indexes_before, h.index_sizes(url), args.jobs)
         stopped_workers = pool.stop()
         server_exits = fleet.terminate(30)
     outcome = server_outcome(url, created["committed_at"], since_us)
