@@ -94,7 +94,7 @@ async def test_only_executions_that_ended_before_the_cutoff_go_with_their_attemp
 
     batch = await store.prune_executions(cutoff, limit=100)
 
-    # The walk reads ended executions only (executions_ended): four are nominally old.
+    # The walk reads ended executions only (executions_ended_tenant): four are nominally old.
     assert (batch.examined, batch.executions, batch.attempts, batch.next_key) == (4, 3, 4, None)
     assert ids(migrated_engine) == {"old-running", "old-scheduled", "old-recent-end", "recent"}
     assert ids(migrated_engine, attempts) == {"old-recent-end", "recent"}
@@ -167,6 +167,43 @@ async def test_attempts_roll_up_per_job_and_day_whatever_the_batch_size(migrated
     assert await store.rollups("job_0", since=day2) == [newest]
 
 
+async def test_a_walk_goes_tenant_by_tenant_and_prunes_each_old_execution_once(migrated_engine, clock) -> None:
+    """No index holds every tenant's ended executions (migration 0037): the
+    walk reads each tenant's on ``executions_ended_tenant`` in turn,
+    batches spanning tenants, a tenant with nothing old costing a probe; a
+    batch visits at most ``limit`` tenants and says where to go on."""
+    old = START - WINDOW - timedelta(days=1)
+    tenants = ["t0", "t1 'quoted'", "t2", "t3", "t4", "t5"]
+    for number, tenant in enumerate(tenants):
+        count = 0 if tenant == "t2" else number + 1  # t2 only recent history
+        for index in range(count):
+            add(migrated_engine, f"{tenant}:old{index}", tenant=tenant, nominal=old + timedelta(seconds=index),
+                finished=old + timedelta(seconds=index + 1), tries=[("failed", 1)])
+        add(migrated_engine, f"{tenant}:recent", tenant=tenant, nominal=START, finished=START)
+    add(migrated_engine, "t9:running", tenant="t9", nominal=old, status="running")
+    store = RetentionStore(migrated_engine, clock)
+    after, examined, keys = None, [], []
+    while True:
+        batch = await store.prune_executions(START - WINDOW, after=after, limit=2)
+        assert batch.examined <= 2
+        examined.append(batch.examined)
+        keys.append(batch.next_key)
+        after = batch.next_key
+        if after is None:
+            break
+    expected_old = sum(0 if tenant == "t2" else number + 1 for number, tenant in enumerate(tenants))
+    assert sum(examined) == expected_old  # each old execution read once, whichever batch
+    assert ids(migrated_engine) == {f"{tenant}:recent" for tenant in tenants} | {"t9:running"}
+    assert ids(migrated_engine, attempts) == set()
+    assert [key[0] for key in keys[:-1]] == sorted(key[0] for key in keys[:-1])  # tenants in name order
+    # A batch stops after `limit` tenants' ranges even when they had nothing to prune.
+    for tenant in tenants:
+        add(migrated_engine, f"{tenant}:old", tenant=tenant, nominal=START, finished=START)
+    empty = await store.prune_executions(START - WINDOW, limit=2)
+    assert (empty.examined, empty.next_key) == (0, (tenants[2], None, None))
+    assert ids(migrated_engine) >= {f"{tenant}:old" for tenant in tenants}
+
+
 async def test_a_walk_is_bounded_and_continues_past_what_ended_too_recently(migrated_engine, clock) -> None:
     old = START - WINDOW - timedelta(days=1)
     for index in range(5):
@@ -180,7 +217,7 @@ async def test_a_walk_is_bounded_and_continues_past_what_ended_too_recently(migr
     first = await store.prune_executions(START - WINDOW, limit=4)
     # Running executions are not walked; those that ended inside the window are passed over.
     assert (first.examined, first.executions) == (4, 1)
-    assert first.next_key == (to_us(old + timedelta(seconds=10)), "ok0")
+    assert first.next_key[1:] == (to_us(old + timedelta(seconds=10)), "ok0")
     second = await store.prune_executions(START - WINDOW, after=first.next_key, limit=4)
     assert (second.examined, second.executions) == (4, 4)
     third = await store.prune_executions(START - WINDOW, after=second.next_key, limit=4)
@@ -324,9 +361,9 @@ def test_settings_are_checked_when_built() -> None:
 async def test_the_walk_is_an_index_range_scan_on_postgresql(postgres_url) -> None:
     """The statement a real batch sends (captured), explained with its own
     parameters over 20 000 executions, a tenth of them past the window, many
-    sharing one nominal instant: a range scan on executions_ended that
-    starts at the cursor (a row comparison in the index condition) and stops
-    at the LIMIT, with no Sort."""
+    sharing one nominal instant: a range scan of one tenant's part of
+    executions_ended_tenant that starts at the cursor (a row comparison in
+    the index condition) and stops at the LIMIT, with no Sort."""
     from sqlalchemy import event
 
     from tickwheel_server.store import create_store_engine, migrate
@@ -339,7 +376,8 @@ async def test_the_walk_is_an_index_range_scan_on_postgresql(postgres_url) -> No
         for index in range(20_000):
             nominal = midnight if index < 2000 else to_us(START - timedelta(seconds=index))
             rows.append(dict(
-                id=f"job_{index % 500:03d}:{index:05d}", job_id=f"job_{index % 500:03d}", tenant=f"t{index % 20}",
+                id=f"job_{index % 500:03d}:{index:05d}", job_id=f"job_{index % 500:03d}",
+                tenant="t0" if index < 2000 else f"t{index % 20}",  # the group at one instant: one tenant's
                 partition=0, origin="scheduled", nominal_at=nominal, due_at=nominal, ready_at=nominal, attempt=1,
                 delivery=1, status="succeeded", owner=None, worker_id="w1", handler="echo", missed_count=1,
                 reap_count=0, payload=b"p", error="", dead_reason="", created_at=nominal, finished_at=nominal + 1,
@@ -357,12 +395,12 @@ async def test_the_walk_is_an_index_range_scan_on_postgresql(postgres_url) -> No
         event.listen(engine, "before_cursor_execute", capture)
         try:
             batch = await RetentionStore(engine, FakeClock(START, autojump=True)).prune_executions(
-                START - WINDOW, after=(midnight, "job_000:00500"), limit=100
+                START - WINDOW, after=("t0", midnight, "job_000:00500"), limit=100
             )
         finally:
             event.remove(engine, "before_cursor_execute", capture)
         assert batch.executions == 100
-        statement, parameters = captured[0]
+        [(statement, parameters)] = [c for c in captured if "ROW(" in c[0] or "(executions.nominal_at, executions.id) >" in c[0]]
         with engine.connect() as conn:
             plan = conn.exec_driver_sql(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", parameters).scalar()[0]["Plan"]
             conn.rollback()
@@ -372,7 +410,7 @@ async def test_the_walk_is_an_index_range_scan_on_postgresql(postgres_url) -> No
             nodes.append(node)
             stack.extend(node.get("Plans", []))
         scans = [n for n in nodes if n.get("Relation Name") == "executions"]
-        assert [n.get("Index Name") for n in scans] == ["executions_ended"], nodes
+        assert [n.get("Index Name") for n in scans] == ["executions_ended_tenant"], nodes
         assert not any(n["Node Type"] == "Sort" for n in nodes), nodes
         assert "ROW(nominal_at, id) >" in scans[0]["Index Cond"], scans[0]
         assert scans[0]["Actual Rows"] + scans[0].get("Rows Removed by Filter", 0) <= 100, scans[0]

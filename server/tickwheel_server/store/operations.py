@@ -17,7 +17,8 @@ from tickwheel.shared.ids import from_us, to_us
 from .base import SqlStore, one_of
 from .history import EXECUTION_STATUSES, ExecutionRecord, _attempts_of, execution_from_row
 from .tables import executions
-from .timeline import not_ahead, scans, shown
+from .ended_walk import newest_ended
+from .timeline import TERMINAL, not_ahead, scans, shown
 
 READY_COUNT_CAP = 100_000
 """A tenant's ready executions are counted up to this many (a deeper queue
@@ -131,8 +132,10 @@ class OperationsStore(SqlStore):
         - One statement per status group the filter wants, merged (see
           :mod:`.timeline`): a backwards range scan from ``before_key`` (or
           ``to_at``) with a LIMIT on the group's index of the job or the
-          tenant, or of all (``executions_ended``,
-          ``executions_not_started``); the running ones of the scope, sorted.
+          tenant, or of all (``executions_not_started``; the ended ones of
+          all tenant by tenant on ``executions_ended_tenant``, each tenant's
+          newest merged: :func:`.ended_walk.newest_ended`); the running ones
+          of the scope, sorted.
           A group of which the scan wants only part (a status filter; the
           tenant's executions not started, read from
           ``executions_not_started``) is examined ``scan`` executions at
@@ -169,7 +172,10 @@ class OperationsStore(SqlStore):
                               tenant=tenant, statuses=wanted, now_us=now_us, where=span, before=key,
                               narrow=False):  # fmt: skip
                 budget = scan if part.unfiltered else limit + 1
-                rows = conn.execute(part.query.limit(budget)).all()
+                if part.group == TERMINAL and not tenant and not job_id:  # no index of every tenant's (0037)
+                    rows = newest_ended(conn, part.query, budget, key=lambda row: (row.nominal_at, row.id))
+                else:
+                    rows = conn.execute(part.query.limit(budget)).all()
                 by_id.update((row.id, row) for row in rows)  # a job's retry waiting comes twice
                 if len(rows) == budget:
                     cuts.append((rows[-1].nominal_at, rows[-1].id))

@@ -28,7 +28,8 @@ The window (default 30 days) applies to everything that ended:
 Every prune is a bounded batch (default 1000 rows) in its own short
 transaction that touches only rows that ended, which no dispatcher, gateway
 or outcome writes; the runner pauses between batches. Nothing is deleted by
-a table scan: executions are walked on ``executions_ended`` with a cursor,
+a table scan: executions are walked tenant by tenant on
+``executions_ended_tenant`` with a cursor (:mod:`.ended_walk`),
 skips on ``skips_to``, rollups on ``attempt_rollups_day``, request ids on
 ``request_ids_created``.
 
@@ -89,6 +90,7 @@ from .classify import LOCK_NOT_AVAILABLE
 from .rollups import Rollup, merge_rollups
 from .transactions import sqlstate_of
 from .tables import attempt_rollups, attempts, executions, skips
+from .ended_walk import WalkKey, oldest_ended
 from .timeline import TERMINAL, in_group
 
 log = logging.getLogger(__name__)
@@ -131,8 +133,8 @@ class ExecutionBatch:
     """Attempts deleted (and rolled up): rows of ``attempts``, and those recorded on the execution rows deleted."""
     resolved: int
     """Open alerts of the dead letters deleted, resolved with them."""
-    next_key: tuple[int, str] | None
-    """(nominal µs, id) to continue after; None when the walk reached the cutoff."""
+    next_key: WalkKey | None
+    """(tenant, nominal µs, id) to continue after; None when the walk reached the cutoff."""
 
 
 class RetentionStore(SqlStore):
@@ -147,16 +149,17 @@ class RetentionStore(SqlStore):
         self._alerts = alerts
 
     async def prune_executions(
-        self, cutoff: datetime, *, after: tuple[int, str] | None = None, limit: int = 1000
+        self, cutoff: datetime, *, after: WalkKey | None = None, limit: int = 1000
     ) -> ExecutionBatch:
         """Walk up to ``limit`` ended executions nominally before ``cutoff``
-        in ``(nominal_at, id)`` order, starting after ``after``; delete
+        in ``(tenant, nominal_at, id)`` order, starting after ``after``
+        (:func:`.ended_walk.oldest_ended`: at most ``limit`` tenants a batch); delete
         those that ended before ``cutoff`` with their attempts, rolling the
         attempts up first. Executions that have not ended are not walked;
         those that ended after the cutoff are passed over (the cursor moves
         past them; a later pass sees them again).
 
-        One transaction: the walk (``executions_ended``, LIMIT), the
+        One transaction: the walk (``executions_ended_tenant``, LIMIT), the
         delete (re-checking status and end), the attempts' delete by primary
         key, the rollup rows read and written, and the dead letters' open
         alerts resolved. Retried on conflict as a whole, so nothing is
@@ -170,20 +173,14 @@ class RetentionStore(SqlStore):
         alerts_store = self._alerts
 
         def fn(conn: Connection) -> ExecutionBatch:
-            walk = sa.select(
+            columns = (
                 executions.c.id, executions.c.nominal_at, executions.c.status, executions.c.finished_at,
                 executions.c.job_id, executions.c.tenant, executions.c.due_at, executions.c.ready_at,
                 executions.c.attempt_started_at,
-            ).where(executions.c.nominal_at < cutoff_us, *in_group(TERMINAL))
-            if after is not None:
-                # A row comparison is a range bound on the index, so a batch
-                # deep inside a group sharing one instant (a million jobs at
-                # midnight) starts where the previous one ended.
-                walk = walk.where(sa.tuple_(executions.c.nominal_at, executions.c.id) > sa.tuple_(*after))
-            rows = conn.execute(walk.order_by(executions.c.nominal_at, executions.c.id).limit(limit)).all()
+            )
+            rows, next_key = oldest_ended(conn, columns, cutoff_us, after, limit)
             if not rows:
-                return ExecutionBatch(0, 0, 0, 0, None)
-            next_key = (rows[-1].nominal_at, rows[-1].id) if len(rows) == limit else None
+                return ExecutionBatch(0, 0, 0, 0, next_key)
             ended = {
                 row.id: (row.job_id, row.tenant)
                 for row in rows

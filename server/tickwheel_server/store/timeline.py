@@ -5,8 +5,10 @@ moves thousands of rows a second from ``scheduled`` to ``running``, and every
 index whose predicate a running row satisfies costs that UPDATE one insert
 per row. So the statuses fall in four groups, each with its own indexes:
 
-- :data:`TERMINAL` (ended): ``executions_ended (nominal_at, id)``,
-  ``executions_ended_tenant (tenant, …)``, ``executions_ended_job (job_id, …)``;
+- :data:`TERMINAL` (ended): ``executions_ended_tenant (tenant, nominal_at,
+  id)``, ``executions_ended_job (job_id, …)``. None of every tenant's
+  (migration 0037): a read of every tenant's goes tenant by tenant
+  (:mod:`.ended_walk`), the statement :func:`scans` returns narrowed to each;
 - :data:`NOT_STARTED`: ``executions_not_started (nominal_at, id)`` and
   ``executions_not_started_job (job_id, …)``. No tenant index: one led by
   the tenant would hold the very rows of ``executions_tenant_ready``, and
