@@ -585,6 +585,46 @@ async def test_a_bursts_batches_are_started_two_at_a_time(migrated_engine, clock
     assert {r[0] for r in rows(migrated_engine).values()} == {"running"}
 
 
+async def test_the_next_start_goes_to_the_store_before_a_batch_is_dealt(migrated_engine, clock, monkeypatch) -> None:
+    """When a start ends, the start that takes its place is under way
+    before its batch is dealt: a deal is the interpreter's work (tens of
+    milliseconds for a batch of 2 000), and the store would otherwise idle
+    through it, and through the other start's deal when that one ended
+    meanwhile (a burst's starts ran in pairs, the store idle between them,
+    and its last batches missed the start window)."""
+    clock.autojump = False  # a start's wait for the store must not move time on: only the test does
+    gateway, connection = await served(migrated_engine, clock, "e1", "e2", "e3", "e4")
+    gateway.armed.batch = 1
+    await gateway.rounds.hand_out_round()
+    assert len(gateway.armed) == 4
+    store = gateway.armed._store
+    real_start, real_prepare = store.start, gateway.rounds.prepare
+    calls: list[tuple[str, str]] = []
+
+    async def start(owner, items, *args, **kwargs):
+        calls.extend(("start", item[0]) for item in items)
+        return await real_start(owner, items, *args, **kwargs)
+
+    def prepare(handed, *args, **kwargs):
+        calls.extend(("deal", item.id) for item in handed)
+        return real_prepare(handed, *args, **kwargs)
+
+    monkeypatch.setattr(store, "start", start)
+    monkeypatch.setattr(gateway.rounds, "prepare", prepare)
+    clock.advance(2 - DEFAULT_START_AHEAD)
+    assert await gateway.rounds.hand_out_round() == 0
+    assert sorted(calls) == sorted([("start", f"e{n}") for n in range(1, 5)] + [("deal", f"e{n}") for n in range(1, 5)])
+    # Each deal comes after the start that replaces its batch's start (two under way) was sent to the store.
+    for n in (1, 2):
+        assert calls.index(("start", f"e{n + 2}")) < calls.index(("deal", f"e{n}")), calls
+    assert gateway.armed.waiting_to_send == 4
+    clock.advance(DEFAULT_START_AHEAD)
+    assert await gateway.rounds.hand_out_round() == 4
+    assert sent(connection) == [(f"e{n}", 1) for n in range(1, 5)]
+    due_us = rows(migrated_engine)["e1"][3]
+    assert all(r[0] == "running" and r[2] >= due_us for r in rows(migrated_engine).values())  # never early
+
+
 async def test_a_started_batch_is_sent_at_its_instant_while_a_start_runs(migrated_engine, clock, monkeypatch) -> None:
     """A batch started for the instant is sent when the instant comes, not
     when the start under way at that moment ends (a burst's next batch, on

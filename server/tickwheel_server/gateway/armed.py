@@ -45,6 +45,8 @@ import bisect
 import heapq
 import logging
 from collections import Counter, deque
+from itertools import repeat
+from operator import attrgetter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -133,7 +135,7 @@ def entry_bytes(armed: Armed) -> int:
 
 
 class _Entry:
-    __slots__ = ("armed", "capability", "owner", "prebuilt", "ident", "ready_us")
+    __slots__ = ("armed", "capability", "owner", "prebuilt", "ident", "ready_us", "tenant")
 
     def __init__(self, armed: Armed, capability: Capability, owner: str) -> None:
         handed = armed.handed
@@ -143,12 +145,14 @@ class _Entry:
         self.capability = capability
         self.owner = owner
         self.ident = handed.id
-        """Its execution id and ready instant (µs), read per row by every pass: kept at hand."""
+        """Its execution id, ready instant (µs) and tenant, read per row by every pass: kept at hand."""
         self.ready_us = handed.ready_at_us
+        self.tenant = handed.tenant
 
 
-def _start_order(entry: _Entry) -> tuple[int, str]:
-    return entry.ready_us, entry.ident
+_start_order = attrgetter("ready_us", "ident")
+_ready_of = attrgetter("ready_us")
+_tenant_of = attrgetter("tenant")
 
 
 def credit_of(members: Sequence[WorkerConnection], monotonic: float, timeout: float) -> int:
@@ -165,20 +169,23 @@ def interleaved(entries: Iterable[_Entry], now_us: int) -> list[tuple[int, _Entr
     one tenant after another, a tenant of weight 3 three to one of weight
     1), each tenant's oldest first: a quiet tenant's run at a burst's
     instant is in its first start, not its last."""
+    # Per entry, only C-level calls where it can be: at a burst's start
+    # window this runs over every armed execution of the instant, tens of
+    # thousands, and the window's first start waits for it.
     ordered = sorted(entries, key=_start_order)
-    instants = [max(now_us, e.ready_us) for e in ordered]
+    instants = [ready if ready > now_us else now_us for ready in map(_ready_of, ordered)]
     shares = Shares()
     out: list[tuple[int, _Entry]] = []
     start = 0
     while start < len(ordered):
         end = bisect.bisect_right(instants, instants[start] + _SPREAD_US, start)
         group = ordered[start:end]
-        by_tenant: dict[str, list[_Entry]] = {}
-        for entry in group:
-            by_tenant.setdefault(entry.armed.handed.tenant, []).append(entry)
-        if len(by_tenant) == 1:
-            out += [(start, entry) for entry in group]
+        if len(set(map(_tenant_of, group))) == 1:
+            out += zip(repeat(start), group)
         else:
+            by_tenant: dict[str, list[_Entry]] = {}
+            for entry in group:
+                by_tenant.setdefault(entry.tenant, []).append(entry)
             counts = {name: (queued[0].armed.weight, len(queued)) for name, queued in by_tenant.items()}
             taken = {name: iter(queued) for name, queued in by_tenant.items()}
             out += [(start, next(taken[name])) for name in shares.order(counts)]
@@ -278,6 +285,15 @@ class ArmedQueue:
 
     def _promote(self, now_us: int) -> None:
         """Move the entries due by ``now_us`` from the heap to :attr:`_due`."""
+        ahead = self._ahead
+        if ahead and ahead[0][0] <= now_us and max(ahead)[0] <= now_us:
+            # All due (a burst's start window): taken whole, in no order
+            # (:func:`interleaved` orders them), not popped one by one.
+            entries = self._entries
+            self._due.update((entry.ident, entry) for _ready, _order, entry in ahead
+                             if entries.get(entry.ident) is entry)
+            ahead.clear()
+            return
         while self._ahead and self._ahead[0][0] <= now_us:
             _ready, _order, entry = heapq.heappop(self._ahead)
             if self._entries.get(entry.ident) is entry:
@@ -468,15 +484,19 @@ class ArmedQueue:
                 self._store.start(lease.owner, items, from_us(instant_us), fence=lambda: refusal(lease))
             )
 
-        def fill(under_way: deque) -> None:
+        def fill(under_way: deque) -> bool:
             # Starts side by side: the store's statements of one wait on
             # PostgreSQL while the next runs on another core, and the deal
-            # of one runs here meanwhile.
+            # of one runs here meanwhile. Whether one was launched.
+            launched = False
             while len(under_way) < self.start_depth and (started := launch()) is not None:
                 under_way.append(started)
+                launched = True
+            return launched
 
         under_way: deque[tuple[list[_Entry], list[WorkerConnection | None], int, asyncio.Future[StartRound]]]
         under_way = deque()
+        undealt: tuple[list[HandedOut], list[WorkerConnection | None], int] | None = None
         fill(under_way)
         try:
             while under_way:
@@ -493,6 +513,15 @@ class ArmedQueue:
                 if outcome.fenced is not None:
                     self._fence.note_refusal(outcome.fenced)
                     return sent
+                # The next start goes to the store before this batch is dealt:
+                # a deal is the interpreter's work for tens of milliseconds, and
+                # the store would idle through it (and through the next deal,
+                # when the other start ended meanwhile), a burst's starts then
+                # running in pairs with the store idle between them.
+                undealt = (handed, dealt, outcome.at_us)
+                if fill(under_way):
+                    await asyncio.sleep(0)  # its task runs up to the store's thread
+                undealt = None
                 if handed:  # dealt now to the workers the start recorded, sent at its instant
                     prepared = dealer.prepare(handed, members, from_us(outcome.at_us), prebuilt, dealt)
                     self._order += 1
@@ -502,9 +531,13 @@ class ArmedQueue:
                     heapq.heappush(self._ready, (instant_us, self._order, lease, prepared, held, outcome.at_us))
                     self._ready_count += len(prepared)
                     self.bytes += held
-                fill(under_way)  # the next starts run while this batch waits for its instant
+                fill(under_way)  # a start a refund made room for
                 sent += await self._send_ready(dealer)
         finally:
+            if undealt is not None and undealt[0]:  # stopped before its deal: it goes back too
+                handed, dealt, at_us = undealt
+                dealer.refund(dealt)
+                await self._requeues.release([(h.id, h.delivery) for h in handed], owner=lease.owner, at_us=at_us)
             while under_way:  # stopped with starts under way: what they started goes back
                 chosen, receivers, _instant_us, starting = under_way.popleft()
                 try:
