@@ -4,7 +4,9 @@ batches: one line a batch, by hand-out instant (its stamp, relative to the
 first), when its start or claim transaction ran and when its send queued
 it, and what else held the store's threads, the event loop or the whole
 interpreter meanwhile (results written, claims, arming, the loop's lag over
-20 ms, the garbage collector's passes); then the longest gap between two
+20 ms, the garbage collector's passes); then how many batches were started
+before the first send (the burst's instant) and how long no start was under
+way between the first and the last; then the longest gap between two
 consecutive instants and what overlapped it.
 
     .venv/bin/python loadtest/tracehook/burst.py /tmp/trace.<pid>
@@ -44,6 +46,20 @@ def main(argv: list[str]) -> int:
         sent = batch.get("sent")
         print(f"{(at - first) / 1e6:9.3f} {batch['rows']:5d}  {batch['kind']:9s} {batch['done'] - origin:7.3f}  "
               + (f"{sent - origin:7.3f}" if sent is not None else "   none"))
+    starts = sorted((start, end) for kind, _t, what, start, end in events if kind == "tx" and "ArmStore.start" in what)
+    first_sent = min((b["sent"] for b in batches.values() if "sent" in b), default=None)
+    if starts and first_sent is not None:
+        # What decides a burst's mode: are all its starts done before the
+        # instant (its first send)? The store's idle time between starts
+        # is the time no start transaction was under way.
+        ahead = sum(1 for b in batches.values() if b["kind"] == "started" and b["done"] <= first_sent)
+        idle, reach = 0.0, starts[0][1]
+        for start, end in starts[1:]:
+            idle += max(0.0, start - reach)
+            reach = max(reach, end)
+        print(f"\nstarts: {len(starts)}, the first began {first_sent - starts[0][0]:.3f} s before the first send; "
+              f"{ahead} of {len(batches)} batches started before it; no start under way for {idle * 1000:.0f} ms "
+              f"between the first start and the last")
     gap, before, after = max((b - a, a, b) for a, b in zip(instants, instants[1:]))
     # The stamps are wall-clock µs, the events monotonic: the gap's window is
     # placed from the earlier batch's commit, which follows its stamp.
