@@ -45,10 +45,10 @@ import bisect
 import heapq
 import logging
 from collections import Counter, deque
-from itertools import repeat
-from operator import attrgetter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
+from itertools import repeat
+from operator import attrgetter
 from typing import Protocol
 
 from tickwheel.shared.clock import Clock
