@@ -18,11 +18,13 @@ deleted afterwards.
    them, ``_harness.insert_once_jobs``) due ``--lead`` seconds ahead,
    inside the dispatcher's look-ahead: its claims (1 000 jobs a batch,
    each locking its jobs' cursors) start at once.
-2. From the commit until every execution has ended, ``--clients``
+2. From the commit until every job's run ended (or was skipped), ``--clients``
    clients (one channel and thread each) pick jobs at random and, in turn,
    PauseJob, ResumeJob, and GetJob then UpdateJob (a new name): each waits
    on the row locks of the claim, the hand-out or the result batch that
-   holds the job's rows at that moment.
+   holds the job's rows at that moment. A pause whose answer does not
+   say nothing was written (a deadline passed, a commit of unknown
+   outcome) is resumed as well: it may have paused the job.
 
 Figures: ``calls`` by method and answer (``OK``, ``FAILED_PRECONDITION``
 for an update that lost a race with the job's own change, and
@@ -34,9 +36,19 @@ granted after 100 ms or more (count, over 1 s and 2 s, the longest, by
 what was waited on, the statements that waited over 1 s) and statements
 cancelled by the lock timeout; ``sampled``: ``pg_stat_activity`` read every
 50 ms during the run, the server's sessions waiting on a lock (samples,
-the longest statement seen waiting); ``dropped`` jobs without a succeeded
-execution at the end (paused jobs resumed, so 0 expected); the load
-average before and after.
+the longest statement seen waiting); the load average before and after.
+
+What became of each job's one occurrence, read once everything stopped
+(:func:`outcomes`): ``ended`` (its one execution ended), ``skipped`` by
+reason (no execution, a skip range: a pause that spanned its due instant
+before the claim took it is skipped by design, Job changes, "Resume
+releases"), ``twice`` (more than one execution, or one and a skip),
+``unended`` (neither: a run still held, waiting or running, with its
+executions; up to 20 listed), ``redelivered`` (an execution handed to a
+worker more than once, though nothing failed) and ``dropped`` (jobs
+without a succeeded execution). ``settled_after_due_s``: when the poll
+first saw every job ended or skipped, from the due second (None: not
+within ``--timeout``). A run waits for that, not for a time.
 """
 
 from __future__ import annotations
@@ -78,6 +90,23 @@ def api_key(server, max_jobs: int) -> str:
     return issued.api_key.secret
 
 
+REFUSED_UNWRITTEN = frozenset({
+    grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.RESOURCE_EXHAUSTED,
+})
+"""Refusals the API answers before anything is written."""
+
+
+def may_have_written(code: grpc.StatusCode, details: str) -> bool:
+    """Whether a call refused with ``code`` and ``details`` may still have
+    made its change: a refusal before any write (:data:`REFUSED_UNWRITTEN`,
+    or UNAVAILABLE saying nothing was written) did not; a deadline that
+    passed, a commit of unknown outcome or anything else may have."""
+    if code in REFUSED_UNWRITTEN:
+        return False
+    return not (code is grpc.StatusCode.UNAVAILABLE and "nothing was written" in details)
+
+
 class Clients:
     """``count`` threads changing random jobs of ``ids`` until stopped;
     every answer counted by method and code, with its latency."""
@@ -93,20 +122,23 @@ class Clients:
         for thread in self._threads:
             thread.start()
 
-    def _call(self, method: str, call) -> object | None:
+    def _call(self, method: str, call) -> tuple[object | None, bool]:
+        """(the answer or None, whether the call may have written: it was
+        answered OK, or refused without saying nothing was written)."""
         began = time.perf_counter()
         try:
-            answer = call()
+            answer, written = call(), True
             code = "OK"
         except grpc.RpcError as error:
             answer, code = None, error.code().name
+            written = may_have_written(error.code(), error.details() or "")
             if error.code() is grpc.StatusCode.UNAVAILABLE:
                 with self._lock:
                     self.refused.append(error.details() or "")
         with self._lock:
             self.calls[f"{method} {code}"] += 1
             self.latency.append(time.perf_counter() - began)
-        return answer
+        return answer, written
 
     def _run(self, address: str, key: str, ids: list[str], deadline: float, seed: int) -> None:
         meta = (("authorization", f"Bearer {key}"),)
@@ -115,15 +147,15 @@ class Clients:
             stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
             while not self._stop.is_set():
                 job_id = rng.choice(ids)
-                paused = self._call("PauseJob", lambda: stub.PauseJob(
+                _, paused = self._call("PauseJob", lambda: stub.PauseJob(
                     scheduler_pb2.PauseJobRequest(id=job_id, reason="lockmix"), metadata=meta, timeout=deadline))
-                if paused is not None:  # resumed, or the run would drop it
+                if paused:  # resumed, or the run would drop it (resuming a job not paused changes nothing)
                     while self._call("ResumeJob", lambda: stub.ResumeJob(
-                            scheduler_pb2.ResumeJobRequest(id=job_id), metadata=meta, timeout=deadline)) is None:
+                            scheduler_pb2.ResumeJobRequest(id=job_id), metadata=meta, timeout=deadline))[0] is None:
                         if self._stop.wait(0.1):
                             break
                 job_id = rng.choice(ids)
-                got = self._call("GetJob", lambda: stub.GetJob(
+                got, _ = self._call("GetJob", lambda: stub.GetJob(
                     scheduler_pb2.GetJobRequest(id=job_id), metadata=meta, timeout=deadline))
                 if got is not None:
                     patch = job_pb2.Job(id=job_id, version=got.job.version, name=f"lockmix-{rng.randrange(10**6)}")
@@ -171,6 +203,56 @@ class Sampler:
                 "longest_statement_waiting_s": round(self.longest_s, 3)}
 
 
+LISTED = 20
+"""Jobs listed with their executions in ``unended`` and ``twice``, at most."""
+ENDED = "('succeeded', 'dead', 'canceled')"
+
+
+def outcomes(pg) -> dict:
+    """What became of each job's one occurrence (read once the server and
+    workers stopped): ``ended`` jobs whose one execution ended, ``skipped``
+    (by reason) those with no execution and a skip range, ``twice`` those
+    with more than one execution or one and a skip, ``unended`` those with
+    neither an ended execution nor a skip (each listed with its state and
+    executions: status, attempt, delivery, owner, ready_at, dead reason),
+    ``redelivered`` executions handed out more than once, ``dropped`` jobs
+    without a succeeded execution."""
+    rows = pg.execute(
+        f"{h.OWN_QUERY} SELECT j.id, j.state, count(e.id), count(e.id) FILTER (WHERE e.status IN {ENDED}), "
+        "count(e.id) FILTER (WHERE e.status = 'succeeded'), count(e.id) FILTER (WHERE e.delivery > 1), "
+        "(SELECT min(s.reason) FROM skips s WHERE s.job_id = j.id), "
+        "(SELECT count(*) FROM skips s WHERE s.job_id = j.id), "
+        "json_agg(json_build_array(e.status, e.attempt, e.delivery, e.owner, e.ready_at, e.dead_reason)) "
+        "FILTER (WHERE e.id IS NOT NULL) "
+        "FROM jobs j LEFT JOIN executions e ON e.job_id = j.id GROUP BY j.id, j.state ORDER BY j.id"
+    ).fetchall()
+    return classify(rows)
+
+
+def classify(rows) -> dict:
+    """:func:`outcomes`' figures from its rows, one a job: (id, state,
+    executions, ended ones, succeeded ones, ones delivered more than once,
+    a skip range's reason or None, skip ranges, the executions listed).
+    Pure."""
+    ended = dropped = redelivered = 0
+    skipped: Counter = Counter()
+    unended: list[dict] = []
+    twice: list[dict] = []
+    for job, state, runs, ended_runs, succeeded, again, reason, skips, listed in rows:
+        redelivered += again
+        dropped += not succeeded
+        if runs + skips > 1:
+            twice.append({"job": job, "state": state, "skips": skips, "executions": listed})
+        elif ended_runs:
+            ended += 1
+        elif skips:
+            skipped[reason] += 1
+        else:
+            unended.append({"job": job, "state": state, "executions": listed})
+    return {"ended": ended, "skipped": dict(skipped), "twice": twice[:LISTED], "unended": unended[:LISTED],
+            "redelivered": redelivered, "dropped": dropped}
+
+
 def run(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: Path) -> dict:
     h.reset_data(url)
     since_us = h.to_us(datetime.now(timezone.utc))
@@ -188,12 +270,14 @@ def run(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: Path) ->
             ids = [row[0] for row in pg.execute(f"{h.OWN_QUERY} SELECT id FROM jobs").fetchall()]
         clients = Clients(fleet.first.address, key, ids, args.clients, args.deadline)
         deadline = due.timestamp() + args.timeout
-        ended = 0
+        settled_after = None
         with h.observe(url) as poll:
             while time.time() < deadline:
                 pool.check_alive()
                 ended, jobs = h.ended_and_jobs(poll, since_us)
-                if ended >= jobs and time.time() > due.timestamp():
+                skipped = poll.execute(f"{h.OWN_QUERY} SELECT count(DISTINCT job_id) FROM skips").fetchone()[0]
+                if ended + skipped >= jobs and time.time() > due.timestamp():
+                    settled_after = round(time.time() - due.timestamp(), 3)
                     break
                 time.sleep(0.25)  # polling the store; no event to await from other processes
         clients.stop()
@@ -203,14 +287,7 @@ def run(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: Path) ->
         pool.stop()
         exits = fleet.terminate(30)
     with h.observe(url) as pg:
-        dropped = pg.execute(
-            f"{h.OWN_QUERY} SELECT count(*) FROM jobs j WHERE NOT EXISTS (SELECT 1 FROM executions e "
-            "WHERE e.job_id = j.id AND e.status = 'succeeded')").fetchone()[0]
-        unended = pg.execute(
-            f"{h.OWN_QUERY} SELECT j.id, j.state, (SELECT json_agg(json_build_array(e.status, e.attempt, e.delivery, "
-            "e.owner, e.ready_at, e.dead_reason)) FROM executions e WHERE e.job_id = j.id) FROM jobs j "
-            "WHERE NOT EXISTS (SELECT 1 FROM executions e WHERE e.job_id = j.id "
-            "AND e.status IN ('succeeded', 'dead', 'canceled')) ORDER BY j.id LIMIT 20").fetchall()
+        ended_by_job = outcomes(pg)
     refusing = [m for m in clients.refused if "refusing locks" in m]
     return {
         "benchmark": "lockmix",
@@ -220,9 +297,8 @@ def run(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: Path) ->
         "clients": args.clients,
         "lock_timeout_s": args.lock_timeout,
         "stored_s": created["store_s"],
-        "ended": ended,
-        "dropped": dropped,
-        "unended": [{"job": job, "state": state, "executions": runs} for job, state, runs in unended],
+        **ended_by_job,
+        "settled_after_due_s": settled_after,
         "calls": dict(sorted(clients.calls.items())),
         "unavailable": len(clients.refused),
         "refusing_locks": {"answers": len(refusing),
@@ -242,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8, help="clients changing jobs at once (default 8)")
     parser.add_argument("--workers", type=int, default=4, help="worker processes (default 4)")
     parser.add_argument("--lead", type=float, default=30.0, help="seconds from storing to the due second (default 30)")
-    parser.add_argument("--timeout", type=float, default=180.0, help="seconds after the due second to wait")
+    parser.add_argument("--timeout", type=float, default=180.0,
+                        help="seconds after the due second to wait for every job to end (a bound, not a figure)")
     parser.add_argument("--deadline", type=float, default=30.0, help="each call's deadline (default 30 s)")
     parser.add_argument("--lock-timeout", type=float, default=1.0, help="the server's --store-lock-timeout (default 1)")
     parser.add_argument("--pg", help="a PostgreSQL database (postgresql://…); default: a throwaway server")
@@ -253,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="one tiny run for CI; figures are meaningless")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.jobs, args.clients, args.workers, args.lead, args.timeout = 200, 2, 1, 8.0, 60.0
+        args.jobs, args.clients, args.workers, args.lead, args.timeout = 200, 2, 1, 8.0, 240.0
     settings = {**h.LOCK_WAIT_SETTINGS, **h.parse_settings(args.pg_set)}
     with h.postgres(args.pg, settings) as url, h.etcd(args.etcd) as etcd_endpoint, \
             h.workdir(args.logs, "tickwheel-bench-lockmix-") as folder:
