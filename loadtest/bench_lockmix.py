@@ -46,7 +46,9 @@ releases"), ``twice`` (more than one execution, or one and a skip),
 ``unended`` (neither: a run still held, waiting or running, with its
 executions; up to 20 listed), ``redelivered`` (an execution handed to a
 worker more than once, though nothing failed) and ``dropped`` (jobs
-without a succeeded execution). ``settled_after_due_s``: when the poll
+without a succeeded execution); ``claimed_ahead_s``, how long before
+their due instant the claim made the executions (least and most: below 0
+claimed late). ``settled_after_due_s``: when the poll
 first saw every job ended or skipped, from the due second (None: not
 within ``--timeout``). A run waits for that, not for a time.
 """
@@ -216,7 +218,9 @@ def outcomes(pg) -> dict:
     neither an ended execution nor a skip (each listed with its state and
     executions: status, attempt, delivery, owner, ready_at, dead reason),
     ``redelivered`` executions handed out more than once, ``dropped`` jobs
-    without a succeeded execution."""
+    without a succeeded execution; ``claimed_ahead_s``: how long before its
+    due instant the claim made each execution (least and most; below 0
+    claimed late, when a pause could span its due instant first)."""
     rows = pg.execute(
         f"{h.OWN_QUERY} SELECT j.id, j.state, count(e.id), count(e.id) FILTER (WHERE e.status IN {ENDED}), "
         "count(e.id) FILTER (WHERE e.status = 'succeeded'), count(e.id) FILTER (WHERE e.delivery > 1), "
@@ -226,7 +230,10 @@ def outcomes(pg) -> dict:
         "FILTER (WHERE e.id IS NOT NULL) "
         "FROM jobs j LEFT JOIN executions e ON e.job_id = j.id GROUP BY j.id, j.state ORDER BY j.id"
     ).fetchall()
-    return classify(rows)
+    ahead = pg.execute(f"{h.OWN_QUERY} SELECT min(due_at - created_at), max(due_at - created_at) FROM executions"
+                       ).fetchone()
+    return {**classify(rows), "claimed_ahead_s": None if ahead[0] is None else
+            {"min": round(ahead[0] / 1e6, 3), "max": round(ahead[1] / 1e6, 3)}}
 
 
 def classify(rows) -> dict:
