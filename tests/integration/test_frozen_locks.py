@@ -31,7 +31,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 from tests.support import audit
 from tests.support.faults import (
@@ -105,12 +104,13 @@ def test_a_server_frozen_holding_row_locks_keeps_its_runs_from_recovery_no_longe
         until = instants[-1] + timedelta(milliseconds=1)
 
         eventually(mark.exists, STEP_WAIT, "server a froze in a result batch")
-        frozen = json.loads(mark.read_text())
-        assert frozen and stopped(a.process.pid)
-        with engine.connect() as conn:
-            held = dict(conn.execute(sa.text("SELECT id, delivery FROM executions WHERE id = ANY(:ids) "
-                                             "AND status = 'running'"), {"ids": frozen}).tuples().all())
-        assert set(held) == set(frozen), "the frozen batch's runs were running, locked"
+        # What the frozen batch locked, as its own read saw it: read from the store now, the runs may
+        # already be requeued (one session TTL on), as a loaded machine showed (load 25: found none running).
+        locked = json.loads(mark.read_text())
+        assert locked and stopped(a.process.pid)
+        assert all(status == "running" for _, _, status in locked), f"the frozen batch locked running runs: {locked}"
+        frozen = [ident for ident, _, _ in locked]
+        held = {ident: delivery for ident, delivery, _ in locked}
 
         requeued = "SELECT count(DISTINCT execution_id) FROM attempts WHERE execution_id = ANY(:ids) AND status = 'lost'"
         eventually(lambda: count(engine, requeued, ids=frozen) == len(frozen), RECOVERY_WAIT,
