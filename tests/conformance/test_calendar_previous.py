@@ -19,6 +19,7 @@ from tickwheel.v1 import calendar_pb2, job_pb2
 
 from tickwheel.shared.ids import execution_id, to_us
 from tests.conformance.test_calendar_claims import World as ClaimWorld
+from tickwheel_server.policy.jobchanges import PausedSpan
 from tickwheel_server.api.calendars import definition_of, normalise_calendar
 from tickwheel_server.api.validate import normalise_job
 from tickwheel_server.schedule import Fire
@@ -225,7 +226,7 @@ async def test_a_resume_writes_the_scan_key_of_its_new_cursor(world) -> None:
     job = await world.create(job_of(WEEKLY), MONDAY - timedelta(days=7))
     paused, _ = await world.jobs.pause("acme", job.id)
     resumed, _, _ = await world.jobs.resume(
-        "acme", job.id, expected_version=paused.version, next_fire=Fire(MONDAY, MONDAY, 0), skipped=None,
+        "acme", job.id, expected_version=paused.version, span=PausedSpan(Fire(MONDAY, MONDAY, 0), None),
         tzdata_version="2026a",
     )
     assert resumed.next_run_at == MONDAY and world.cursor(job.id) == (to_us(FRIDAY), to_us(MONDAY))

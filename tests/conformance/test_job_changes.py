@@ -17,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 import sqlalchemy as sa
+from google.protobuf import duration_pb2
 from tickwheel.v1 import job_pb2
 
 from tickwheel_server.api.scheduler import resume_span, update_plan
@@ -101,8 +102,7 @@ class World:
         record = await self.jobs.get("acme", job_id)
         span = resume_span(record, at)
         return await self.jobs.resume(
-            "acme", job_id, expected_version=record.version, next_fire=span.next_fire, skipped=span.skipped,
-            tzdata_version="2026a", now=at,
+            "acme", job_id, expected_version=record.version, span=span, tzdata_version="2026a", now=at,
         )
 
     async def update(self, job_id: str, at: datetime, change) -> tuple[JobRecord, int]:
@@ -206,18 +206,99 @@ async def test_a_run_claimed_ahead_survives_a_pause(w: World, kind, case, resume
     w.audit(resumed, TWO_AM, TWO_AM + ONE_DAY)
 
 
-async def test_a_long_pause_is_one_skip_range_not_a_catch_up_burst(w: World) -> None:
+@pytest.mark.parametrize(
+    "case, late_by, skipped, runs",
+    [
+        # The held 02:00 and the three 02:00s that came while paused: one range.
+        ("resumed past the threshold of the last 02:00", 90 * SECOND, 4, False),
+        # The held 02:00 and the next two: one range; the third day's, 30 s late, runs.
+        ("resumed within the threshold of the last 02:00", 30 * SECOND, 3, True),
+    ],
+)
+async def test_a_long_pause_is_one_skip_range_not_a_catch_up_burst(w: World, case, late_by, skipped, runs) -> None:
     job = await w.create(daily(), TWO_AM - 10 * MINUTE)
     await w.claim(CLAIMED_AT)
     await w.pause(job.id, PAUSED_AT)
-    resumed_at = TWO_AM + 3 * ONE_DAY + 30 * SECOND
+    last = TWO_AM + 3 * ONE_DAY
+    resumed_at = last + late_by
     resumed, skip, released = await w.resume(job.id, resumed_at)
-    # The held 02:00 and the three 02:00s that came while paused: one range.
-    assert (skip.from_at, skip.to_at, skip.count, released) == (TWO_AM, TWO_AM + 3 * ONE_DAY, 4, 0)
-    assert resumed.next_run_at == TWO_AM + 4 * ONE_DAY
+    assert (skip.from_at, skip.to_at, skip.count, released) == (
+        TWO_AM, TWO_AM + (skipped - 1) * ONE_DAY, skipped, 0
+    ), case
+    assert resumed.next_run_at == (last if runs else last + ONE_DAY), case
     await w.claim(resumed_at)
-    assert await w.hand_out(resumed_at) == []
-    w.audit(resumed, TWO_AM, resumed_at)
+    assert await w.hand_out(resumed_at) == ([execution_id(job.id, last)] if runs else []), case
+    await w.claim(resumed_at + SECOND)
+    assert await w.hand_out(resumed_at + SECOND) == [], "nothing twice"
+    w.audit(await w.jobs.get("acme", job.id), TWO_AM, resumed_at)
+
+
+@pytest.mark.parametrize("kind", ["daily 02:00", "one-off at 02:00"])
+@pytest.mark.parametrize(
+    "case, resumed_at, runs",
+    [
+        ("resumed late, within the misfire threshold", TWO_AM + 59 * SECOND, True),
+        ("resumed past the misfire threshold", TWO_AM + 61 * SECOND, False),
+    ],
+)
+async def test_a_run_never_claimed_follows_the_held_run_rule(w: World, kind, case, resumed_at, runs) -> None:
+    """Paused at 01:00, an hour before the look-ahead reaches 02:00: the
+    occurrence was never claimed, and its resume decides it as it decides a
+    held one (test_a_run_claimed_ahead_survives_a_pause): late within the
+    misfire threshold it runs, once; past it, it is the skip range."""
+    daily_job = kind.startswith("daily")
+    job = await w.create(daily() if daily_job else one_off(TWO_AM), TWO_AM - 70 * MINUTE)
+    await w.claim(TWO_AM - 61 * MINUTE)
+    assert w.rows(job.id) == {}
+    assert await w.pause(job.id, TWO_AM - 60 * MINUTE) == 0
+    await w.claim(TWO_AM - 30 * SECOND)  # the paused job's 02:00 is not claimed
+    assert w.rows(job.id) == {}
+
+    resumed, skip, released = await w.resume(job.id, resumed_at)
+    occurrence = execution_id(job.id, TWO_AM)
+    tomorrow = TWO_AM + ONE_DAY if daily_job else None
+    assert released == 0
+    if runs:
+        assert (resumed.state, resumed.next_run_at, skip) == ("active", TWO_AM, None), case
+        await w.claim(resumed_at)
+        assert await w.hand_out(resumed_at) == [occurrence], case
+        after = await w.jobs.get("acme", job.id)
+        assert (after.state, after.next_run_at) == ("active" if daily_job else "completed", tomorrow), case
+    else:
+        assert (resumed.state, resumed.next_run_at) == ("active" if daily_job else "completed", tomorrow), case
+        assert (skip.from_at, skip.to_at, skip.count, skip.reason) == (TWO_AM, TWO_AM, 1, "job_paused")
+        await w.claim(resumed_at)
+        assert await w.hand_out(resumed_at) == []
+        assert occurrence not in w.rows(job.id)
+    await w.claim(resumed_at + SECOND)
+    assert await w.hand_out(resumed_at + SECOND) == [], "nothing twice"
+    await w.claim(resumed_at + ONE_DAY)  # the next day's claim: tomorrow's run, nothing twice
+    w.audit(await w.jobs.get("acme", job.id), TWO_AM, TWO_AM + ONE_DAY)
+
+
+async def test_a_long_threshold_releases_a_bounded_few_never_a_burst(w: World) -> None:
+    """Every minute, a threshold of an hour, paused for half an hour: of
+    the late ones, the held 02:00 and the eight most recent run (one less
+    than the backlog cap in all, leaving room for the next on time), the
+    22 between them are the skip range."""
+    job = await w.create(
+        daily("* * * * *", overlap_policy=job_pb2.OVERLAP_POLICY_ALLOW,
+              misfire_threshold=duration_pb2.Duration(seconds=3600)),
+        TWO_AM - 10 * SECOND,
+    )
+    await w.claim(TWO_AM - 5 * SECOND)  # 02:00 claimed ahead
+    await w.pause(job.id, TWO_AM - 4 * SECOND)  # held: 02:00
+    resumed_at = TWO_AM + 30 * MINUTE + 30 * SECOND
+    resumed, skip, released = await w.resume(job.id, resumed_at)
+    # 02:00 (held, 30 min late: within the threshold) is released; of 02:01..02:30 the last eight run.
+    assert released == 1
+    assert (skip.from_at, skip.to_at, skip.count) == (TWO_AM + MINUTE, TWO_AM + 22 * MINUTE, 22)
+    assert resumed.next_run_at == TWO_AM + 23 * MINUTE
+    await w.claim(resumed_at)
+    handed = await w.hand_out(resumed_at)
+    assert len(handed) == 9 and execution_id(job.id, TWO_AM) in handed
+    assert execution_id(job.id, TWO_AM + 31 * MINUTE) in w.rows(job.id), "the next on time is claimed"
+    w.audit(await w.jobs.get("acme", job.id), TWO_AM, TWO_AM + 31 * MINUTE)
 
 
 async def test_held_runs_block_nothing_and_delete_cancels_them(w: World) -> None:

@@ -25,7 +25,7 @@ from tickwheel_server.jobspec import schedule_of
 from tickwheel_server.schedule import Fire
 from tickwheel_server.store.history import HistoryStore
 from tickwheel_server.store.isolation import PAUSED_WAIT
-from tickwheel_server.policy.jobchanges import replan
+from tickwheel_server.policy.jobchanges import PausedSpan, replan
 from tickwheel_server.store.jobexecutions import NOT_IN_NEW_SCHEDULE
 from tickwheel_server.store.jobrecords import JobRecord, NewJob
 from tickwheel_server.store.jobs import JobStore
@@ -127,7 +127,7 @@ class World:
         span = resume_span(paused, now)
         return await self.jobs.resume(
             paused.tenant, paused.id, expected_version=paused.version if version is None else version,
-            next_fire=span.next_fire, skipped=span.skipped, tzdata_version="2026b", now=now,
+            span=span, tzdata_version="2026b", now=now,
         )
 
     async def history_pages(self, job_id: str, limit: int) -> list:
@@ -415,7 +415,7 @@ async def test_another_tenants_job_and_executions_are_not_found(w: World) -> Non
         ),
         w.jobs.delete("globex", job.id),
         w.jobs.pause("globex", job.id),
-        w.jobs.resume("globex", job.id, expected_version=1, next_fire=fire, skipped=None, tzdata_version=""),
+        w.jobs.resume("globex", job.id, expected_version=1, span=PausedSpan(fire, None), tzdata_version=""),
         w.history.get_execution("globex", claimed),
         w.history.list_executions("globex", job.id),
         w.history.cancel_execution("globex", claimed),

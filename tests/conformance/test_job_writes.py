@@ -16,6 +16,7 @@ from tickwheel.v1 import job_pb2
 
 from tests.conformance.conftest import STORE_BACKENDS
 from tickwheel.shared.ids import new_job_id, to_us
+from tickwheel_server.policy.jobchanges import PausedSpan
 from tickwheel_server.store import create_store_engine, migrate
 from tickwheel_server.errors import NotFound, QuotaExceeded
 from tickwheel_server.store.jobcreate import CREATED, create_jobs
@@ -513,7 +514,7 @@ async def test_concurrent_writes_of_one_tenant_neither_fail_nor_drift(
                 index = rng.randrange(len(mine))
                 paused, _ = await jobs.pause("acme", mine[index].id, "racing")
                 resumed, _, _ = await jobs.resume(
-                    "acme", paused.id, expected_version=paused.version, next_fire=None, skipped=None,
+                    "acme", paused.id, expected_version=paused.version, span=PausedSpan(None, None),
                     tzdata_version="2026a",
                 )
                 mine[index], _ = await jobs.update(

@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from tickwheel.shared.ids import execution_id, new_job_id
+from tickwheel_server.policy.jobchanges import PausedSpan
 from tickwheel_server.store.claim_handout import HandOutOffer
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.executions import Capability
@@ -263,7 +264,7 @@ async def test_a_pause_racing_a_claim_waits_for_it_and_keeps_the_cursor_it_advan
     # cursor (no next run, one run counted), and holds the run it created.
     assert (paused.state, paused.run_count, paused.next_run_at) == ("paused", 1, None)
     assert statuses(engine, job.id) == {execution_id(job.id, NOW): ("running", "scheduled")}
-    resumed, _, _ = await jobs.resume("acme", job.id, expected_version=paused.version, next_fire=None, skipped=None,
+    resumed, _, _ = await jobs.resume("acme", job.id, expected_version=paused.version, span=PausedSpan(None, None),
                                       tzdata_version="2026a")
     assert (resumed.state, resumed.run_count, resumed.next_run_at) == ("completed", 1, None)
     again = await dispatch.claim_due(LANES[0] | LANES[1], NOW + timedelta(minutes=5), **NOW_PASS)

@@ -34,8 +34,8 @@ from ..auth.ratelimit import Meter, to_its_end, to_thread_to_its_end
 from ..coalescer import CreateCoalescer
 from ..errors import FailedPrecondition, FieldViolation, InvalidArgument, QuotaExceeded, TickwheelError, VersionConflict
 from ..policy import jobchanges
-from ..policy.jobchanges import PausedSpan, UpdatePlan
-from ..jobspec import CALENDAR_NAME, schedule_of
+from ..policy.jobchanges import PausedSpan, UpdatePlan, resume_late_limit
+from ..jobspec import CALENDAR_NAME, JobDefinition, schedule_of
 from ..schedule import Schedule, ScheduleError, next_fire, tzdata_version
 from ..schedule import validate as validate_schedule
 from ..store.alerts import AlertStore
@@ -310,13 +310,18 @@ def resume_span(record: JobRecord, now: datetime, meter: Meter | None = None) ->
     are added to it."""
     if meter is not None and has_span(record, now):
         meter.admit()
-    schedule = schedule_of(convert.stored_job(record), record.id)
+    job = convert.stored_job(record)
+    schedule = schedule_of(job, record.id)
+    definition = JobDefinition.parse(record.id, record.version, record.spec)
     try:
-        span = jobchanges.resume_plan(schedule, record, now)
+        span = jobchanges.resume_plan(
+            schedule, record, now, threshold=job.misfire_threshold.ToTimedelta(),
+            late_limit=resume_late_limit(definition.misfire_policy, definition.run_all_limit),
+        )
     except ScheduleError as error:
         raise validate.schedule_error(error) from None
     if meter is not None:
-        meter.fires += (0 if span.skipped is None else span.skipped.count) + 1  # the span, then the cursor
+        meter.fires += span.counted + 1  # the span, then the cursor
     return span
 
 
@@ -838,8 +843,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
 
     @rpc
     async def ResumeJob(self, request, context):
-        """Resume at the next future occurrence; the paused span becomes one
-        skip range, counted with the engine up to
+        """Resume at the earliest occurrence of the paused span still within
+        the misfire threshold (a bounded few run late), else the next future
+        one; the older occurrences become one skip range, counted with the
+        engine up to
         :data:`~tickwheel_server.policy.jobchanges.MAX_COUNTED_SKIPS` (a
         longer span records that many; see
         :func:`~tickwheel_server.policy.jobchanges.paused_span`), with
@@ -861,8 +868,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 span = await to_thread_to_its_end(resume_span, record, now, meter)
             try:
                 resumed, skip, released = await self._jobs.resume(
-                    tenant.name, job_id, expected_version=record.version, next_fire=span.next_fire,
-                    skipped=span.skipped, tzdata_version=tzdata_version(), now=now,
+                    tenant.name, job_id, expected_version=record.version, span=span,
+                    tzdata_version=tzdata_version(), now=now,
                 )
             except VersionConflict:
                 if attempt == RESUME_TRIES:

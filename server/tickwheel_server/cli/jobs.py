@@ -75,7 +75,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--reason", default="")
     jobbulk.add_bulk_args(p, update=False)
 
-    p = leaf(jobs, "resume", parents, resume, auth="tenant", help="resume paused jobs at their next future run")
+    p = leaf(jobs, "resume", parents, resume, auth="tenant", help="resume paused jobs (late runs within the misfire threshold)")
     p.add_argument("ids", metavar="ID", nargs="*")
     jobbulk.add_bulk_args(p, update=False)
 

@@ -12,8 +12,11 @@ Where the cursor goes:
   A schedule change moves the cursor to the new schedule's first occurrence
   not yet accounted for; a paused job records the old schedule's paused span
   so far.
-- **Resume** (:func:`resume_plan`, :func:`paused_span`). The paused span
-  becomes one skip range and the cursor the first occurrence after ``now``.
+- **Resume** (:func:`resume_plan`, :func:`paused_span`). The paused span's
+  occurrences still within the job's misfire threshold (its most recent,
+  at most :func:`resume_late_limit`) run late: the cursor starts at the
+  earliest of them. The older ones become one skip range; with none late
+  the cursor is the first occurrence after ``now``.
 
 What happens to the executions not started. Three rules:
 
@@ -42,15 +45,18 @@ What happens to the executions not started. Three rules:
 
 from __future__ import annotations
 
+import collections
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
 from tickwheel.v1 import job_pb2
 
 from ..schedule import Fire, Schedule, ScheduleKind, first_fire, next_fire
+from .backlog import not_started_cap
+from .misfire import is_missed
 
 _TICK = timedelta(microseconds=1)
 
@@ -322,33 +328,78 @@ def plan_update(job: StoredCursor, stored: Schedule, changed: Schedule, now: dat
 @dataclass(frozen=True)
 class PausedSpan:
     next_fire: Fire | None
-    """The new cursor: the first occurrence after now (the old cursor when it
-    is still in the future); None when the schedule ended while paused."""
+    """The new cursor: the first occurrence not skipped. The first after now
+    (the old cursor when it is still in the future); at resume, the earliest
+    of the span's late occurrences that run (see :func:`paused_span`); None
+    when the schedule ended while paused."""
     skipped: SkippedSpan | None
-    """The occurrences from the old cursor up to now; None when there were none."""
+    """The occurrences from the old cursor up to now that do not run; None when there were none."""
     capped: bool = False
     """True when the span held more than the counting limit (see :func:`paused_span`)."""
+    late: tuple[Fire, ...] = ()
+    """The span's occurrences that run late, oldest first (the cursor is the first of them)."""
+    after: Fire | None = None
+    """With ``late``: the first occurrence after now (None: the schedule ends before)."""
+    late_limit: int = 0
+    """How many late ones may run, held executions released included (:func:`resume_late_limit`)."""
+
+    @property
+    def counted(self) -> int:
+        """The span's occurrences counted one by one (what a resume is charged for)."""
+        skipped = 0 if self.skipped is None else self.skipped.count
+        return skipped if self.capped else skipped + len(self.late)
+
+    def beside(self, released: int) -> PausedSpan:
+        """This span at a resume that released ``released`` held executions
+        (the claim's cap counts them too): only the most recent
+        ``late_limit - released`` late ones still run, the older join the
+        skip range (which still starts at the stored cursor)."""
+        drop = len(self.late) - max(0, self.late_limit - released)
+        if drop <= 0:
+            return self
+        dropped, kept = self.late[:drop], self.late[drop:]
+        before = self.skipped
+        skipped = SkippedSpan(
+            dropped[0].nominal_at if before is None else before.from_at, dropped[-1].nominal_at,
+            drop + (0 if before is None else before.count),
+        )
+        return replace(self, next_fire=kept[0] if kept else self.after, skipped=skipped, late=kept)
 
 
-def _last_fire_at_or_before(schedule: Schedule, now: datetime, floor: datetime) -> datetime | None:
-    """The last fire nominally in ``(floor, now]`` (``max_runs`` ignored), found
-    in windows that double backwards from ``now``: it lists only the fires of
-    the first window that holds one."""
+def _last_fires_at_or_before(schedule: Schedule, now: datetime, floor: datetime, k: int = 1) -> list[Fire]:
+    """The last ``k`` fires nominally in ``(floor, now]`` (``max_runs``
+    ignored), oldest first, found in windows that double backwards from
+    ``now``: it lists only the fires of the first window that holds ``k``
+    (or reaches ``floor``)."""
     width = timedelta(minutes=1)
     while True:
         start = max(now - width, floor)
-        last = None
+        found: collections.deque[Fire] = collections.deque(maxlen=k)
         fire = next_fire(schedule, start)
         while fire is not None and fire.nominal_at <= now:
-            last = fire.nominal_at
-            fire = next_fire(schedule, last)
-        if last is not None or start == floor:
-            return last
+            found.append(fire)
+            fire = next_fire(schedule, fire.nominal_at)
+        if len(found) == k or start == floor:
+            return list(found)
         width *= 2
 
 
+def _late_tail(tail: Sequence[Fire], now: datetime, threshold: timedelta | None, late_limit: int) -> int:
+    """How many of ``tail``'s last fires (at most ``late_limit``) are within
+    ``threshold`` of ``now`` (not missed), counting back from the newest."""
+    if threshold is None or late_limit < 1:
+        return 0
+    late = 0
+    for fire in reversed(tail):
+        if late == late_limit or is_missed(fire.due_at, now=now, threshold=threshold):
+            break
+        late += 1
+    return late
+
+
 def paused_span(
-    schedule: Schedule, cursor: Fire, now: datetime, runs_so_far: int, *, limit: int = MAX_COUNTED_SKIPS
+    schedule: Schedule, cursor: Fire, now: datetime, runs_so_far: int, *, limit: int = MAX_COUNTED_SKIPS,
+    threshold: timedelta | None = None, late_limit: int = 0,
 ) -> PausedSpan:
     """What a pause kept from running, and where the job resumes. Pure.
 
@@ -358,32 +409,86 @@ def paused_span(
     ``now`` ("future"), or at ``cursor`` when that is still in the future
     (nothing skipped).
 
+    Late ones (a resume: ``threshold``, the job's misfire threshold, and
+    ``late_limit`` given). The span's most recent occurrences whose due
+    instant is within ``threshold`` of ``now`` (not missed: the
+    dispatcher's rule), at most ``late_limit`` of them, are not skipped:
+    the cursor starts at the earliest of them, so the dispatcher's claim
+    creates them, late, as it creates any late occurrence; only the older
+    ones are the skip range. Whether the claim ran the occurrence ahead
+    (a held execution) or not, an occurrence that came due while paused
+    runs late when the resume is within the threshold of its due instant.
+
     Bounded: at most ``limit`` (:data:`MAX_COUNTED_SKIPS`) occurrences are
     counted one by one. A longer span (a job every minute paused for more
     than ~70 days) is recorded with ``count`` = ``limit`` (what was counted,
     a lower bound; ``capped`` says so), while ``to_at`` is still the true
-    last occurrence before ``now``, found by a backward search, and the
-    cursor still the first after ``now``. ``max_runs`` then counts the
-    recorded ``count`` only.
+    last occurrence skipped, found by a backward search (with the late ones
+    after it), and the cursor still the first after ``now`` or the first
+    late one. ``max_runs`` then counts the recorded ``count`` only.
     """
     if cursor.nominal_at > now:
         return PausedSpan(cursor, None)
-    count, last = 1, cursor.nominal_at
-    fire = next_fire(schedule, last, runs_so_far + count)
+    tail: collections.deque[Fire] = collections.deque([cursor], maxlen=max(late_limit, 0) + 1)
+    count = 1
+    fire = next_fire(schedule, cursor.nominal_at, runs_so_far + count)
     while fire is not None and fire.nominal_at <= now:
         if count >= limit:
-            last = _last_fire_at_or_before(schedule, now, last) or last
+            found = _last_fires_at_or_before(schedule, now, tail[-1].nominal_at, tail.maxlen or 1)
+            tail.extend(found)
             following = next_fire(schedule, now, runs_so_far + count)
-            return PausedSpan(following, SkippedSpan(cursor.nominal_at, last, count), capped=True)
-        count, last = count + 1, fire.nominal_at
-        fire = next_fire(schedule, last, runs_so_far + count)
-    return PausedSpan(fire, SkippedSpan(cursor.nominal_at, last, count))
+            return _span_of(cursor, list(tail), count, following, now, threshold, late_limit, uncounted=len(found))
+        count += 1
+        tail.append(fire)
+        fire = next_fire(schedule, fire.nominal_at, runs_so_far + count)
+    return _span_of(cursor, list(tail), count, fire, now, threshold, late_limit)
 
 
-def resume_plan(schedule: Schedule, job: StoredCursor, now: datetime) -> PausedSpan:
-    """:func:`paused_span` for a paused job as stored, ``schedule`` its
-    decoded schedule: nothing when the job has no cursor (its schedule ended).
-    CPU-bound for long spans."""
+def _span_of(
+    cursor: Fire, tail: list[Fire], count: int, following: Fire | None, now: datetime,
+    threshold: timedelta | None, late_limit: int, *, uncounted: int | None = None,
+) -> PausedSpan:
+    """The span from ``cursor`` whose last fires are ``tail``, ``count`` of
+    them counted one by one (``uncounted``: the span was capped, and that
+    many of ``tail``'s last ones were found by the backward search, not
+    counted), ``following`` the first after ``now``: its late ones run."""
+    capped = uncounted is not None
+    late = _late_tail(tail, now, threshold, late_limit)
+    if late == 0:
+        skipped = SkippedSpan(cursor.nominal_at, tail[-1].nominal_at, count)
+        return PausedSpan(following, skipped, capped=capped, late_limit=late_limit)
+    start = tail[-late]
+    fires = tuple(tail[-late:])
+    if start.nominal_at == cursor.nominal_at:
+        return PausedSpan(start, None, late=fires, after=following, late_limit=late_limit)
+    # Capped: the count stays what was counted (a lower bound) unless the late ones reach into it.
+    count = count - late if uncounted is None else min(count, count + uncounted - late)
+    skipped = SkippedSpan(cursor.nominal_at, tail[-late - 1].nominal_at, count)
+    return PausedSpan(start, skipped, capped, late=fires, after=following, late_limit=late_limit)
+
+
+def resume_late_limit(policy: str, run_all_limit: int) -> int:
+    """How many of a paused span's late occurrences a resume lets run: one
+    less than the job's backlog cap
+    (:func:`~tickwheel_server.policy.backlog.not_started_cap`: 10, plus
+    ``run_all_limit`` under ``run_all``), so the claim that creates them
+    has room for the next occurrence on time. A claim never creates more
+    than the cap (held executions released count in it): what a pause can
+    hold, and what a resume releases, are bounded alike."""
+    return not_started_cap(policy, run_all_limit) - 1
+
+
+def resume_plan(
+    schedule: Schedule, job: StoredCursor, now: datetime, *, threshold: timedelta, late_limit: int
+) -> PausedSpan:
+    """:func:`paused_span` for a paused job as stored at its resume,
+    ``schedule`` its decoded schedule, ``threshold`` its misfire threshold
+    and ``late_limit`` how many late occurrences may run
+    (:func:`resume_late_limit`): nothing when
+    the job has no cursor (its schedule ended). CPU-bound for long spans."""
     if job.next_run_at is None:
         return PausedSpan(None, None)
-    return paused_span(schedule, _cursor_fire(job.next_run_at, job.next_due_at), now, job.run_count)
+    return paused_span(
+        schedule, _cursor_fire(job.next_run_at, job.next_due_at), now, job.run_count,
+        threshold=threshold, late_limit=late_limit,
+    )

@@ -51,7 +51,6 @@ from ..jobspec import calendar_column, calendar_ref
 from ..policy.jobchanges import (
     CursorView, PausedSpan, Pending, Reschedule, SkippedSpan, expired_at_resume, row_refresh,
 )
-from ..schedule import Fire
 from . import manualslots, quota
 from .arming import disarm_jobs
 from .base import chunks, one_of
@@ -392,15 +391,17 @@ def pause_jobs(
 
 
 def apply_resume(
-    conn: Connection, caps: Capabilities, current: JobRecord, *, next_fire: Fire | None,
-    skipped: SkippedSpan | None, tzdata_version: str, decided_at: datetime, now_us: int,
+    conn: Connection, caps: Capabilities, current: JobRecord, *, span: PausedSpan, tzdata_version: str,
+    decided_at: datetime, now_us: int,
 ) -> tuple[JobRecord, SkipRecord | None, int]:
-    """Resume ``current`` (paused, locked, its span counted from it) as
+    """Resume ``current`` (paused, locked, ``span`` counted from it) as
     :meth:`JobStore.resume` states: the held executions past the job's
     misfire threshold at ``decided_at`` deleted into the paused span's one
-    skip range, the others released; the row written. Returns (the job as
+    skip range, the others released, the span's late ones kept beside
+    them (:meth:`PausedSpan.beside`); the row written. Returns (the job as
     stored, the skip range or None, how many were released)."""
     job_id = current.id
+    skipped = span.skipped
     if skipped is not None and current.next_run_at != skipped.from_at:
         raise ValueError("skipped must start at the paused job's cursor")
     threshold = job_pb2.Job.FromString(current.spec).misfire_threshold.ToTimedelta()
@@ -426,16 +427,18 @@ def apply_resume(
             .where(one_of(caps, executions.c.id, chunk), *held_by_pause(job_id))
             .values(status="scheduled", wait_key=None)
         ).rowcount
+    released_with = span.beside(released)
+    next_fire, skipped = released_with.next_fire, released_with.skipped
     expired_at = [from_us(row.nominal_at) for row in expired]
     if expired_at and skipped is not None and range_between(conn, job_id, max(expired_at), skipped.from_at):
         # The held ones are the oldest of a backlog (policy.backlog): the
         # range the claims skipped lies between them and the paused span, so
         # they are a range of their own (a range counts every occurrence in it).
         record_paused_span(conn, current, span_with(None, expired_at), now_us)
-        span = skipped
+        one = skipped
     else:
-        span = span_with(skipped, expired_at)
-    skip = None if span is None else record_paused_span(conn, current, span, now_us)
+        one = span_with(skipped, expired_at)
+    skip = None if one is None else record_paused_span(conn, current, one, now_us)
     run_count = current.run_count + (skipped.count if skipped is not None else 0)
     state = "active" if next_fire is not None else "completed"
     conn.execute(
@@ -480,8 +483,7 @@ def resume_jobs(
             outcomes.append(error)
             continue
         resumed, skip, released = apply_resume(
-            conn, caps, record, next_fire=span.next_fire, skipped=span.skipped, tzdata_version=tzdata_version,
-            decided_at=decided_at, now_us=now_us,
+            conn, caps, record, span=span, tzdata_version=tzdata_version, decided_at=decided_at, now_us=now_us,
         )
         current[job_id] = resumed
         outcomes.append((resumed, skip, released))

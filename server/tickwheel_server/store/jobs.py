@@ -46,8 +46,7 @@ from tickwheel.shared.ids import from_us, partition_of, to_us
 
 from ..errors import NotFound, TickwheelError, VersionConflict
 from ..jobspec import key_limits
-from ..policy.jobchanges import Reschedule, SkippedSpan
-from ..schedule import Fire
+from ..policy.jobchanges import PausedSpan, Reschedule, SkippedSpan
 from .base import SqlStore
 from .history import SkipRecord
 from .isolation import set_key_limits
@@ -420,14 +419,13 @@ class JobStore(SqlStore):
         job_id: str,
         *,
         expected_version: int,
-        next_fire: Fire | None,
-        skipped: SkippedSpan | None,
+        span: PausedSpan,
         tzdata_version: str,
         now: datetime | None = None,
     ) -> tuple[JobRecord, SkipRecord | None, int]:
-        """Resume a paused job at ``next_fire`` (the API computed it with the
-        engine at ``now``: the next future occurrence, or the stored cursor
-        when that is still in the future).
+        """Resume a paused job at ``span.next_fire`` (the API computed
+        ``span`` with the engine at ``now``:
+        :func:`~tickwheel_server.policy.jobchanges.resume_plan`).
 
         Returns (the job, the skip range recorded or None, how many held
         executions were released). In one transaction, nothing written when
@@ -444,14 +442,17 @@ class JobStore(SqlStore):
           threshold are deleted and counted in the skip range; every other
           is released (``scheduled`` again, as it was before the pause) and
           handed out at its ``ready_at``.
-        - ``skipped``, the paused span, and the expired executions become ONE
+        - ``span.skipped``, the paused span, and the expired executions become ONE
           ``job_paused`` skip range (from the earliest to the latest of their
           nominal instants, with their count); ``skipped.count`` is added to
           ``run_count`` (the expired executions were counted when claimed).
-          Nothing is recorded when there is neither. ``skipped.from_at``
-          must be the stored cursor (ValueError otherwise).
-        - State ``active`` at ``next_fire`` (``completed`` when None: the
-          schedule ended while paused); ``paused_at`` and ``pause_reason``
+          Nothing is recorded when there is neither. ``span.skipped.from_at``
+          must be the stored cursor (ValueError otherwise). The span's late
+          occurrences (within the misfire threshold) beyond what the
+          released executions leave room for join the range
+          (:meth:`~tickwheel_server.policy.jobchanges.PausedSpan.beside`).
+        - State ``active`` at the first late one or the next future
+          occurrence (``completed`` when None: the schedule ended while paused); ``paused_at`` and ``pause_reason``
           cleared; ``tzdata_version`` set; ``version`` + 1.
         """
         now_us = to_us(self.clock.now())
@@ -463,11 +464,11 @@ class JobStore(SqlStore):
                 return current, None, 0
             if current.version != expected_version:
                 raise VersionConflict(f"job {job_id!r}", expected_version, current.version)
-            if skipped is not None and current.next_run_at != skipped.from_at:
+            if span.skipped is not None and current.next_run_at != span.skipped.from_at:
                 raise ValueError("skipped must start at the paused job's cursor")
             return apply_resume(
-                conn, self.caps, current, next_fire=next_fire, skipped=skipped, tzdata_version=tzdata_version,
-                decided_at=decided_at, now_us=now_us,
+                conn, self.caps, current, span=span, tzdata_version=tzdata_version, decided_at=decided_at,
+                now_us=now_us,
             )
 
         return await self._tx(fn, row_locked=True)

@@ -269,29 +269,81 @@ def test_an_update_reschedules_after_the_paused_span_it_records() -> None:
 # --- where a resumed job's cursor goes -----------------------------------------------------------
 
 
+HOUR_LATE = timedelta(hours=1)
+
+
 @pytest.mark.parametrize(
-    "case, schedule, job, now, next_at, skipped",
+    "case, schedule, job, now, threshold, late_limit, next_at, skipped",
     [
-        ("a schedule that ended while running", EVERY_MINUTE, Stored("paused", None), DAY0 + HOUR, None, None),
+        ("a schedule that ended while running", EVERY_MINUTE, Stored("paused", None), DAY0 + HOUR, THRESHOLD, 10,
+         None, None),
         ("resumed before the cursor: nothing skipped", EVERY_MINUTE,
-         Stored("paused", DAY0 + MINUTE, DAY0 + MINUTE + SECOND), DAY0 + 30 * SECOND, DAY0 + MINUTE, None),
-        ("resumed exactly at the cursor: it is skipped", EVERY_MINUTE, Stored("paused", DAY0 + MINUTE),
-         DAY0 + MINUTE, DAY0 + 2 * MINUTE, SkippedSpan(DAY0 + MINUTE, DAY0 + MINUTE, 1)),
-        ("ten minutes paused", EVERY_MINUTE, Stored("paused", DAY0 + MINUTE), DAY0 + 10 * MINUTE + 30 * SECOND,
-         DAY0 + 11 * MINUTE, SkippedSpan(DAY0 + MINUTE, DAY0 + 10 * MINUTE, 10)),
+         Stored("paused", DAY0 + MINUTE, DAY0 + MINUTE + SECOND), DAY0 + 30 * SECOND, THRESHOLD, 10,
+         DAY0 + MINUTE, None),
+        ("resumed exactly at the cursor: it runs (late by nothing)", EVERY_MINUTE, Stored("paused", DAY0 + MINUTE),
+         DAY0 + MINUTE, THRESHOLD, 10, DAY0 + MINUTE, None),
+        ("ten minutes paused: 00:10 is 30 s late and runs, the older ones are skipped", EVERY_MINUTE,
+         Stored("paused", DAY0 + MINUTE), DAY0 + 10 * MINUTE + 30 * SECOND, THRESHOLD, 10,
+         DAY0 + 10 * MINUTE, SkippedSpan(DAY0 + MINUTE, DAY0 + 9 * MINUTE, 9)),
+        ("ten minutes paused, threshold 0: all skipped", EVERY_MINUTE, Stored("paused", DAY0 + MINUTE),
+         DAY0 + 10 * MINUTE + 30 * SECOND, timedelta(0), 10, DAY0 + 11 * MINUTE,
+         SkippedSpan(DAY0 + MINUTE, DAY0 + 9 * MINUTE + MINUTE, 10)),
+        ("a long threshold: the most recent late_limit run, older ones skipped", EVERY_MINUTE,
+         Stored("paused", DAY0 + MINUTE), DAY0 + 10 * MINUTE + 30 * SECOND, HOUR_LATE, 3,
+         DAY0 + 8 * MINUTE, SkippedSpan(DAY0 + MINUTE, DAY0 + 7 * MINUTE, 7)),
+        ("every occurrence within the threshold and the limit: none skipped", EVERY_MINUTE,
+         Stored("paused", DAY0 + MINUTE), DAY0 + 5 * MINUTE + 30 * SECOND, HOUR_LATE, 10, DAY0 + MINUTE, None),
         ("max_runs reached while paused", cron("* * * * *", max_runs=10),
-         Stored("paused", DAY0 + MINUTE, run_count=4), DAY0 + HOUR, None,
+         Stored("paused", DAY0 + MINUTE, run_count=4), DAY0 + HOUR, THRESHOLD, 10, None,
          SkippedSpan(DAY0 + MINUTE, DAY0 + 6 * MINUTE, 6)),
+        ("max_runs: the last run within the threshold runs", cron("* * * * *", max_runs=10),
+         Stored("paused", DAY0 + MINUTE, run_count=4), DAY0 + 6 * MINUTE + 30 * SECOND, THRESHOLD, 10,
+         DAY0 + 6 * MINUTE, SkippedSpan(DAY0 + MINUTE, DAY0 + 5 * MINUTE, 5)),
+        ("a one-off resumed within the threshold of its instant runs late", ONE_OFF,
+         Stored("paused", DAY0 + HOUR), DAY0 + HOUR + 59 * SECOND, THRESHOLD, 10, DAY0 + HOUR, None),
+        ("a one-off resumed past the threshold of its instant is skipped", ONE_OFF,
+         Stored("paused", DAY0 + HOUR), DAY0 + HOUR + 61 * SECOND, THRESHOLD, 10, None,
+         SkippedSpan(DAY0 + HOUR, DAY0 + HOUR, 1)),
     ],
 )
-def test_resume_plan(case, schedule, job, now, next_at, skipped) -> None:
-    got = resume_plan(schedule, job, now)
+def test_resume_plan(case, schedule, job, now, threshold, late_limit, next_at, skipped) -> None:
+    got = resume_plan(schedule, job, now, threshold=threshold, late_limit=late_limit)
     assert ((None if got.next_fire is None else got.next_fire.nominal_at), got.skipped) == (next_at, skipped), case
+
+
+def test_a_late_occurrence_is_judged_by_its_due_instant() -> None:
+    """Its jitter put the one-off's due instant 30 s after its nominal one:
+    80 s after the nominal instant it is 50 s late and runs; 91 s after, skipped."""
+    job = Stored("paused", DAY0 + HOUR, DAY0 + HOUR + 30 * SECOND)
+    late = resume_plan(ONE_OFF, job, DAY0 + HOUR + 80 * SECOND, threshold=THRESHOLD, late_limit=10)
+    cursor = Fire(DAY0 + HOUR, DAY0 + HOUR + 30 * SECOND, 0)
+    assert late == PausedSpan(cursor, None, late=(cursor,), late_limit=10)
+    missed = resume_plan(ONE_OFF, job, DAY0 + HOUR + 91 * SECOND, threshold=THRESHOLD, late_limit=10)
+    assert (missed.next_fire, missed.skipped) == (None, SkippedSpan(DAY0 + HOUR, DAY0 + HOUR, 1))
 
 
 def test_a_resume_before_the_cursor_keeps_the_stored_due_instant() -> None:
     job = Stored("paused", DAY0 + MINUTE, DAY0 + MINUTE + 7 * SECOND)
-    assert resume_plan(EVERY_MINUTE, job, DAY0) == PausedSpan(Fire(DAY0 + MINUTE, DAY0 + MINUTE + 7 * SECOND, 0), None)
+    got = resume_plan(EVERY_MINUTE, job, DAY0, threshold=THRESHOLD, late_limit=10)
+    assert got == PausedSpan(Fire(DAY0 + MINUTE, DAY0 + MINUTE + 7 * SECOND, 0), None)
+
+
+@pytest.mark.parametrize(
+    "case, threshold, late_limit, next_at, to_at, count",
+    [
+        ("the last 5 within 10 minutes run", 10 * MINUTE, 5, DAY0 + 3 * HOUR - 4 * MINUTE,
+         DAY0 + 3 * HOUR - 5 * MINUTE, 50),
+        ("the 10 within 10 minutes run, under a limit of 100", 10 * MINUTE, 100, DAY0 + 3 * HOUR - 9 * MINUTE,
+         DAY0 + 3 * HOUR - 10 * MINUTE, 50),
+    ],
+)
+def test_a_capped_span_still_runs_its_late_ones(case, threshold, late_limit, next_at, to_at, count) -> None:
+    now = DAY0 + 3 * HOUR + 5 * SECOND
+    got = paused_span(cron("* * * * *"), fire(DAY0), now, 0, limit=50, threshold=threshold, late_limit=late_limit)
+    assert (got.next_fire.nominal_at, got.skipped.to_at, got.skipped.count, got.capped) == (
+        next_at, to_at, count, True
+    ), case
+    assert got.counted == count
 
 
 @pytest.mark.parametrize(
@@ -309,3 +361,30 @@ def test_a_paused_span_is_counted_up_to_the_limit_and_still_ends_at_the_last_occ
     got = paused_span(cron("* * * * *"), fire(DAY0), now, 0, limit=limit)
     assert (got.skipped.count, got.skipped.to_at, got.capped) == (count, DAY0 + 3 * HOUR, capped), case
     assert got.next_fire.nominal_at == DAY0 + 3 * HOUR + MINUTE, case
+
+
+@pytest.mark.parametrize(
+    "case, released, next_at, skipped, late",
+    [
+        ("nothing held: the four most recent run", 0, DAY0 + 7 * MINUTE,
+         SkippedSpan(DAY0 + MINUTE, DAY0 + 6 * MINUTE, 6), 4),
+        ("two held released: room for two more", 2, DAY0 + 9 * MINUTE,
+         SkippedSpan(DAY0 + MINUTE, DAY0 + 8 * MINUTE, 8), 2),
+        ("the held fill the room: none runs, the cursor after now", 5, DAY0 + 11 * MINUTE,
+         SkippedSpan(DAY0 + MINUTE, DAY0 + 10 * MINUTE, 10), 0),
+    ],
+)
+def test_late_ones_beside_the_released_held_executions(case, released, next_at, skipped, late) -> None:
+    """Paused from 00:01, resumed 00:10:30 with an hour's threshold and a limit of 4 late ones in all."""
+    span = resume_plan(EVERY_MINUTE, Stored("paused", DAY0 + MINUTE), DAY0 + 10 * MINUTE + 30 * SECOND,
+                       threshold=HOUR_LATE, late_limit=4).beside(released)
+    assert (span.next_fire.nominal_at, span.skipped, len(span.late)) == (next_at, skipped, late), case
+
+
+def test_every_occurrence_late_but_beyond_the_room_starts_the_range_at_the_cursor() -> None:
+    span = resume_plan(EVERY_MINUTE, Stored("paused", DAY0 + MINUTE), DAY0 + 3 * MINUTE + 30 * SECOND,
+                       threshold=HOUR_LATE, late_limit=10)
+    assert (span.next_fire.nominal_at, span.skipped) == (DAY0 + MINUTE, None)
+    after = span.beside(9)
+    expected = (DAY0 + 3 * MINUTE, SkippedSpan(DAY0 + MINUTE, DAY0 + 2 * MINUTE, 2))
+    assert (after.next_fire.nominal_at, after.skipped) == expected
