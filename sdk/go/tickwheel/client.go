@@ -169,9 +169,10 @@ func (c *Client) PauseJob(ctx context.Context, request *tickwheelv1.PauseJobRequ
 	return c.scheduler.PauseJob(ctx, request)
 }
 
-// ResumeJob resumes a paused job at its next future occurrence and releases
-// its held executions, except occurrences now past the misfire threshold; those
-// and the paused span come back as one skip range. Never retried.
+// ResumeJob resumes a paused job: each occurrence that came due while paused
+// (claimed ahead or not) runs late when still within the job's misfire
+// threshold (a bounded few, see the proto), the older ones come back as one
+// skip range; other held executions are released. Never retried.
 func (c *Client) ResumeJob(ctx context.Context, request *tickwheelv1.ResumeJobRequest) (*tickwheelv1.ResumeJobResponse, error) {
 	return c.scheduler.ResumeJob(ctx, request)
 }

@@ -387,11 +387,12 @@ def pause_job(job_id: str, *, reason: str = "") -> scheduler_pb2.PauseJobRequest
 
 
 def resume_job(job_id: str) -> scheduler_pb2.ResumeJobRequest:
-    """Resumes a paused job at its next future occurrence and releases its
-    held executions, except occurrences now past the misfire threshold.
-    Returns ``ResumeJobResponse`` (the ACTIVE job, ``skipped``: the paused
-    span and those occurrences as one skip range, and
-    ``released_executions``). Never retried."""
+    """Resumes a paused job: each occurrence that came due while paused
+    (claimed ahead or not) runs late when still within the job's misfire
+    threshold (a bounded few, see the proto); other held executions are
+    released. Returns ``ResumeJobResponse`` (the ACTIVE job, ``skipped``:
+    the older occurrences as one skip range, and ``released_executions``).
+    Never retried."""
     return scheduler_pb2.ResumeJobRequest(id=job_id)
 
 

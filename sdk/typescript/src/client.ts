@@ -651,8 +651,9 @@ export class TickwheelClient {
   }
 
   /**
-   * Resumes a paused job at its next future occurrence and releases its held executions, except
-   * occurrences now past the misfire threshold; those and the paused span are one skip range. Never retried.
+   * Resumes a paused job: each occurrence that came due while paused (claimed ahead or not) runs late
+   * when still within the job's misfire threshold (a bounded few, see the proto), the older ones are one
+   * skip range; other held executions are released. Never retried.
    */
   resumeJob(id: string, options: CallOptions = {}): Promise<ResumeJobResponse> {
     return this.scheduler.resumeJob({ id }, options);

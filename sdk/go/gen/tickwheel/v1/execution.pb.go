@@ -160,8 +160,9 @@ const (
 	SkipReason_SKIP_REASON_OVERLAP SkipReason = 1
 	// Missed by more than the misfire threshold (misfire policy).
 	SkipReason_SKIP_REASON_MISFIRE SkipReason = 2
-	// The job was paused: the occurrences that came due while it was, and the
-	// held ones more than the misfire threshold late when it was resumed.
+	// The job was paused: the occurrences that came due while it was, more
+	// than the misfire threshold late when it was resumed (or beyond the
+	// late ones a resume runs: see ResumeJob).
 	SkipReason_SKIP_REASON_JOB_PAUSED SkipReason = 3
 	// The tenant was paused by an operator.
 	SkipReason_SKIP_REASON_TENANT_PAUSED SkipReason = 4

@@ -2136,11 +2136,12 @@ func (x *ResumeJobRequest) GetId() string {
 // ResumeJob output.
 type ResumeJobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The job, now ACTIVE, with its next future run (COMPLETED when its
-	// schedule ended while paused).
+	// The job, now ACTIVE, with its next run: the earliest occurrence of the
+	// paused span that runs late, else the next future one (COMPLETED when
+	// its schedule ended while paused).
 	Job *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
-	// The occurrences that fell in the paused span, if any, and the held ones
-	// past their misfire threshold: one range.
+	// The occurrences that fell in the paused span and do not run late, if
+	// any, and the held ones past their misfire threshold: one range.
 	Skipped *SkipRange `protobuf:"bytes,2,opt,name=skipped,proto3" json:"skipped,omitempty"`
 	// How many held executions were released to run.
 	ReleasedExecutions int64 `protobuf:"varint,3,opt,name=released_executions,json=releasedExecutions,proto3" json:"released_executions,omitempty"`

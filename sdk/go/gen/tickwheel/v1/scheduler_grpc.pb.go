@@ -185,22 +185,29 @@ type SchedulerServiceClient interface {
 	// a default client (nothing written; ask JOB_VIEW_BASIC: see
 	// BatchPauseJobsRequest.view).
 	BatchPauseJobs(ctx context.Context, in *BatchPauseJobsRequest, opts ...grpc.CallOption) (*BatchPauseJobsResponse, error)
-	// Starts again at the next future occurrence. The held executions are
-	// released and run, late if need be, except the scheduled occurrences
-	// that never reached a worker and are now more than the job's
-	// `misfire_threshold` past their due instant: those, with the occurrences
-	// that came due while paused, are recorded as one skip range (reason
-	// JOB_PAUSED), never run as a catch-up burst. Resuming an active job
-	// changes nothing. Counting the paused span (up to 100 000 occurrences)
-	// is charged to the tenant's request rate, one request per 100
-	// occurrences beyond the first 100, after the resume: the tenant's next
+	// Starts again. One rule for every occurrence that came due while
+	// paused, whether the dispatcher had claimed it ahead (a held execution)
+	// or not: it runs, late, when the resume is within the job's
+	// `misfire_threshold` of its due instant; older ones are recorded as one
+	// skip range (reason JOB_PAUSED), never run as a catch-up burst. The
+	// late ones are bounded: at most one less than the job's backlog cap
+	// (10, plus `misfire_run_all_limit` under MISFIRE_POLICY_RUN_ALL) run in
+	// all, the held executions released counted first, then the most recent
+	// of those never claimed; the older ones join the skip range. The other
+	// held executions (retries, re-deliveries, triggers, backfills) are
+	// released and run however late. The job's next run is then the
+	// earliest late occurrence that runs, else the next future one.
+	// Resuming an active job changes nothing. Counting the paused span (up
+	// to 100 000 occurrences) is charged to the tenant's request rate, one
+	// request per 100 occurrences beyond the first 100, after the resume:
+	// the tenant's next
 	// calls may then be refused RESOURCE_EXHAUSTED `requests_per_second`
 	// with a RetryInfo delay until it is paid back. So is a schedule change
 	// of a paused job (UpdateJob).
 	ResumeJob(ctx context.Context, in *ResumeJobRequest, opts ...grpc.CallOption) (*ResumeJobResponse, error)
 	// Resumes up to 1 000 jobs in one call. Each item is a ResumeJobRequest
 	// answered as ResumeJob would answer it alone: the job with its next
-	// future run, the skip range of its paused span and the executions it
+	// run, the skip range of its paused span and the executions it
 	// released (a job that is not paused, resumed by an earlier item too, is
 	// answered unchanged), or the error (NOT_FOUND for an id that is not one
 	// of the tenant's jobs; INVALID_ARGUMENT naming the item's field;
@@ -678,22 +685,29 @@ type SchedulerServiceServer interface {
 	// a default client (nothing written; ask JOB_VIEW_BASIC: see
 	// BatchPauseJobsRequest.view).
 	BatchPauseJobs(context.Context, *BatchPauseJobsRequest) (*BatchPauseJobsResponse, error)
-	// Starts again at the next future occurrence. The held executions are
-	// released and run, late if need be, except the scheduled occurrences
-	// that never reached a worker and are now more than the job's
-	// `misfire_threshold` past their due instant: those, with the occurrences
-	// that came due while paused, are recorded as one skip range (reason
-	// JOB_PAUSED), never run as a catch-up burst. Resuming an active job
-	// changes nothing. Counting the paused span (up to 100 000 occurrences)
-	// is charged to the tenant's request rate, one request per 100
-	// occurrences beyond the first 100, after the resume: the tenant's next
+	// Starts again. One rule for every occurrence that came due while
+	// paused, whether the dispatcher had claimed it ahead (a held execution)
+	// or not: it runs, late, when the resume is within the job's
+	// `misfire_threshold` of its due instant; older ones are recorded as one
+	// skip range (reason JOB_PAUSED), never run as a catch-up burst. The
+	// late ones are bounded: at most one less than the job's backlog cap
+	// (10, plus `misfire_run_all_limit` under MISFIRE_POLICY_RUN_ALL) run in
+	// all, the held executions released counted first, then the most recent
+	// of those never claimed; the older ones join the skip range. The other
+	// held executions (retries, re-deliveries, triggers, backfills) are
+	// released and run however late. The job's next run is then the
+	// earliest late occurrence that runs, else the next future one.
+	// Resuming an active job changes nothing. Counting the paused span (up
+	// to 100 000 occurrences) is charged to the tenant's request rate, one
+	// request per 100 occurrences beyond the first 100, after the resume:
+	// the tenant's next
 	// calls may then be refused RESOURCE_EXHAUSTED `requests_per_second`
 	// with a RetryInfo delay until it is paid back. So is a schedule change
 	// of a paused job (UpdateJob).
 	ResumeJob(context.Context, *ResumeJobRequest) (*ResumeJobResponse, error)
 	// Resumes up to 1 000 jobs in one call. Each item is a ResumeJobRequest
 	// answered as ResumeJob would answer it alone: the job with its next
-	// future run, the skip range of its paused span and the executions it
+	// run, the skip range of its paused span and the executions it
 	// released (a job that is not paused, resumed by an earlier item too, is
 	// answered unchanged), or the error (NOT_FOUND for an id that is not one
 	// of the tenant's jobs; INVALID_ARGUMENT naming the item's field;

@@ -451,8 +451,9 @@ export enum SkipReason {
   MISFIRE = 2,
 
   /**
-   * The job was paused: the occurrences that came due while it was, and the
-   * held ones more than the misfire threshold late when it was resumed.
+   * The job was paused: the occurrences that came due while it was, more
+   * than the misfire threshold late when it was resumed (or beyond the
+   * late ones a resume runs: see ResumeJob).
    *
    * @generated from enum value: SKIP_REASON_JOB_PAUSED = 3;
    */

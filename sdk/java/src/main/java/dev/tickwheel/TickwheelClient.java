@@ -436,9 +436,9 @@ public final class TickwheelClient implements AutoCloseable {
   }
 
   /**
-   * Resumes a paused job at its next future occurrence and releases its held executions, except
-   * occurrences now past the misfire threshold; those and the paused span come back as one skip
-   * range. Never retried.
+   * Resumes a paused job: each occurrence that came due while paused (claimed ahead or not) runs
+   * late when still within the job's misfire threshold (a bounded few, see the proto), the older
+   * ones come back as one skip range; other held executions are released. Never retried.
    */
   public ResumeJobResponse resumeJob(ResumeJobRequest request) {
     return invoke(SchedulerRpcs.RESUME_JOB, request);

@@ -57,8 +57,9 @@ private static final long serialVersionUID = 0L;
   private dev.tickwheel.v1.Job job_;
   /**
    * <pre>
-   * The job, now ACTIVE, with its next future run (COMPLETED when its
-   * schedule ended while paused).
+   * The job, now ACTIVE, with its next run: the earliest occurrence of the
+   * paused span that runs late, else the next future one (COMPLETED when
+   * its schedule ended while paused).
    * </pre>
    *
    * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -70,8 +71,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The job, now ACTIVE, with its next future run (COMPLETED when its
-   * schedule ended while paused).
+   * The job, now ACTIVE, with its next run: the earliest occurrence of the
+   * paused span that runs late, else the next future one (COMPLETED when
+   * its schedule ended while paused).
    * </pre>
    *
    * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -83,8 +85,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The job, now ACTIVE, with its next future run (COMPLETED when its
-   * schedule ended while paused).
+   * The job, now ACTIVE, with its next run: the earliest occurrence of the
+   * paused span that runs late, else the next future one (COMPLETED when
+   * its schedule ended while paused).
    * </pre>
    *
    * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -98,8 +101,8 @@ private static final long serialVersionUID = 0L;
   private dev.tickwheel.v1.SkipRange skipped_;
   /**
    * <pre>
-   * The occurrences that fell in the paused span, if any, and the held ones
-   * past their misfire threshold: one range.
+   * The occurrences that fell in the paused span and do not run late, if
+   * any, and the held ones past their misfire threshold: one range.
    * </pre>
    *
    * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -111,8 +114,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The occurrences that fell in the paused span, if any, and the held ones
-   * past their misfire threshold: one range.
+   * The occurrences that fell in the paused span and do not run late, if
+   * any, and the held ones past their misfire threshold: one range.
    * </pre>
    *
    * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -124,8 +127,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The occurrences that fell in the paused span, if any, and the held ones
-   * past their misfire threshold: one range.
+   * The occurrences that fell in the paused span and do not run late, if
+   * any, and the held ones past their misfire threshold: one range.
    * </pre>
    *
    * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -538,8 +541,9 @@ private static final long serialVersionUID = 0L;
         dev.tickwheel.v1.Job, dev.tickwheel.v1.Job.Builder, dev.tickwheel.v1.JobOrBuilder> jobBuilder_;
     /**
      * <pre>
-     * The job, now ACTIVE, with its next future run (COMPLETED when its
-     * schedule ended while paused).
+     * The job, now ACTIVE, with its next run: the earliest occurrence of the
+     * paused span that runs late, else the next future one (COMPLETED when
+     * its schedule ended while paused).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -550,8 +554,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job, now ACTIVE, with its next future run (COMPLETED when its
-     * schedule ended while paused).
+     * The job, now ACTIVE, with its next run: the earliest occurrence of the
+     * paused span that runs late, else the next future one (COMPLETED when
+     * its schedule ended while paused).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -566,8 +571,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job, now ACTIVE, with its next future run (COMPLETED when its
-     * schedule ended while paused).
+     * The job, now ACTIVE, with its next run: the earliest occurrence of the
+     * paused span that runs late, else the next future one (COMPLETED when
+     * its schedule ended while paused).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -585,8 +591,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job, now ACTIVE, with its next future run (COMPLETED when its
-     * schedule ended while paused).
+     * The job, now ACTIVE, with its next run: the earliest occurrence of the
+     * paused span that runs late, else the next future one (COMPLETED when
+     * its schedule ended while paused).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -604,8 +611,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job, now ACTIVE, with its next future run (COMPLETED when its
-     * schedule ended while paused).
+     * The job, now ACTIVE, with its next run: the earliest occurrence of the
+     * paused span that runs late, else the next future one (COMPLETED when
+     * its schedule ended while paused).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -630,8 +638,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job, now ACTIVE, with its next future run (COMPLETED when its
-     * schedule ended while paused).
+     * The job, now ACTIVE, with its next run: the earliest occurrence of the
+     * paused span that runs late, else the next future one (COMPLETED when
+     * its schedule ended while paused).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -648,8 +657,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job, now ACTIVE, with its next future run (COMPLETED when its
-     * schedule ended while paused).
+     * The job, now ACTIVE, with its next run: the earliest occurrence of the
+     * paused span that runs late, else the next future one (COMPLETED when
+     * its schedule ended while paused).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -661,8 +671,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job, now ACTIVE, with its next future run (COMPLETED when its
-     * schedule ended while paused).
+     * The job, now ACTIVE, with its next run: the earliest occurrence of the
+     * paused span that runs late, else the next future one (COMPLETED when
+     * its schedule ended while paused).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -677,8 +688,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job, now ACTIVE, with its next future run (COMPLETED when its
-     * schedule ended while paused).
+     * The job, now ACTIVE, with its next run: the earliest occurrence of the
+     * paused span that runs late, else the next future one (COMPLETED when
+     * its schedule ended while paused).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -702,8 +714,8 @@ private static final long serialVersionUID = 0L;
         dev.tickwheel.v1.SkipRange, dev.tickwheel.v1.SkipRange.Builder, dev.tickwheel.v1.SkipRangeOrBuilder> skippedBuilder_;
     /**
      * <pre>
-     * The occurrences that fell in the paused span, if any, and the held ones
-     * past their misfire threshold: one range.
+     * The occurrences that fell in the paused span and do not run late, if
+     * any, and the held ones past their misfire threshold: one range.
      * </pre>
      *
      * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -714,8 +726,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The occurrences that fell in the paused span, if any, and the held ones
-     * past their misfire threshold: one range.
+     * The occurrences that fell in the paused span and do not run late, if
+     * any, and the held ones past their misfire threshold: one range.
      * </pre>
      *
      * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -730,8 +742,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The occurrences that fell in the paused span, if any, and the held ones
-     * past their misfire threshold: one range.
+     * The occurrences that fell in the paused span and do not run late, if
+     * any, and the held ones past their misfire threshold: one range.
      * </pre>
      *
      * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -749,8 +761,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The occurrences that fell in the paused span, if any, and the held ones
-     * past their misfire threshold: one range.
+     * The occurrences that fell in the paused span and do not run late, if
+     * any, and the held ones past their misfire threshold: one range.
      * </pre>
      *
      * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -768,8 +780,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The occurrences that fell in the paused span, if any, and the held ones
-     * past their misfire threshold: one range.
+     * The occurrences that fell in the paused span and do not run late, if
+     * any, and the held ones past their misfire threshold: one range.
      * </pre>
      *
      * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -794,8 +806,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The occurrences that fell in the paused span, if any, and the held ones
-     * past their misfire threshold: one range.
+     * The occurrences that fell in the paused span and do not run late, if
+     * any, and the held ones past their misfire threshold: one range.
      * </pre>
      *
      * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -812,8 +824,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The occurrences that fell in the paused span, if any, and the held ones
-     * past their misfire threshold: one range.
+     * The occurrences that fell in the paused span and do not run late, if
+     * any, and the held ones past their misfire threshold: one range.
      * </pre>
      *
      * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -825,8 +837,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The occurrences that fell in the paused span, if any, and the held ones
-     * past their misfire threshold: one range.
+     * The occurrences that fell in the paused span and do not run late, if
+     * any, and the held ones past their misfire threshold: one range.
      * </pre>
      *
      * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -841,8 +853,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The occurrences that fell in the paused span, if any, and the held ones
-     * past their misfire threshold: one range.
+     * The occurrences that fell in the paused span and do not run late, if
+     * any, and the held ones past their misfire threshold: one range.
      * </pre>
      *
      * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>

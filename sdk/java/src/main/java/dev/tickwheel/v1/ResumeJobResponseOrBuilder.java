@@ -12,8 +12,9 @@ public interface ResumeJobResponseOrBuilder extends
 
   /**
    * <pre>
-   * The job, now ACTIVE, with its next future run (COMPLETED when its
-   * schedule ended while paused).
+   * The job, now ACTIVE, with its next run: the earliest occurrence of the
+   * paused span that runs late, else the next future one (COMPLETED when
+   * its schedule ended while paused).
    * </pre>
    *
    * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -22,8 +23,9 @@ public interface ResumeJobResponseOrBuilder extends
   boolean hasJob();
   /**
    * <pre>
-   * The job, now ACTIVE, with its next future run (COMPLETED when its
-   * schedule ended while paused).
+   * The job, now ACTIVE, with its next run: the earliest occurrence of the
+   * paused span that runs late, else the next future one (COMPLETED when
+   * its schedule ended while paused).
    * </pre>
    *
    * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -32,8 +34,9 @@ public interface ResumeJobResponseOrBuilder extends
   dev.tickwheel.v1.Job getJob();
   /**
    * <pre>
-   * The job, now ACTIVE, with its next future run (COMPLETED when its
-   * schedule ended while paused).
+   * The job, now ACTIVE, with its next run: the earliest occurrence of the
+   * paused span that runs late, else the next future one (COMPLETED when
+   * its schedule ended while paused).
    * </pre>
    *
    * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -42,8 +45,8 @@ public interface ResumeJobResponseOrBuilder extends
 
   /**
    * <pre>
-   * The occurrences that fell in the paused span, if any, and the held ones
-   * past their misfire threshold: one range.
+   * The occurrences that fell in the paused span and do not run late, if
+   * any, and the held ones past their misfire threshold: one range.
    * </pre>
    *
    * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -52,8 +55,8 @@ public interface ResumeJobResponseOrBuilder extends
   boolean hasSkipped();
   /**
    * <pre>
-   * The occurrences that fell in the paused span, if any, and the held ones
-   * past their misfire threshold: one range.
+   * The occurrences that fell in the paused span and do not run late, if
+   * any, and the held ones past their misfire threshold: one range.
    * </pre>
    *
    * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -62,8 +65,8 @@ public interface ResumeJobResponseOrBuilder extends
   dev.tickwheel.v1.SkipRange getSkipped();
   /**
    * <pre>
-   * The occurrences that fell in the paused span, if any, and the held ones
-   * past their misfire threshold: one range.
+   * The occurrences that fell in the paused span and do not run late, if
+   * any, and the held ones past their misfire threshold: one range.
    * </pre>
    *
    * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>

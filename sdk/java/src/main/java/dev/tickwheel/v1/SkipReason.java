@@ -41,8 +41,9 @@ public enum SkipReason
   SKIP_REASON_MISFIRE(2),
   /**
    * <pre>
-   * The job was paused: the occurrences that came due while it was, and the
-   * held ones more than the misfire threshold late when it was resumed.
+   * The job was paused: the occurrences that came due while it was, more
+   * than the misfire threshold late when it was resumed (or beyond the
+   * late ones a resume runs: see ResumeJob).
    * </pre>
    *
    * <code>SKIP_REASON_JOB_PAUSED = 3;</code>
@@ -116,8 +117,9 @@ public enum SkipReason
   public static final int SKIP_REASON_MISFIRE_VALUE = 2;
   /**
    * <pre>
-   * The job was paused: the occurrences that came due while it was, and the
-   * held ones more than the misfire threshold late when it was resumed.
+   * The job was paused: the occurrences that came due while it was, more
+   * than the misfire threshold late when it was resumed (or beyond the
+   * late ones a resume runs: see ResumeJob).
    * </pre>
    *
    * <code>SKIP_REASON_JOB_PAUSED = 3;</code>
