@@ -90,7 +90,8 @@ _DISARMED = dict(status="scheduled", owner=None, worker_id=None, unheld_delivery
 # rows found by primary key (``id = ANY`` beside the join to the arrays), the
 # guard's probes each on its partial index, written as the index writes its
 # predicate (``executions_busy``, ``executions_not_started_job``,
-# ``executions_armed_job``).
+# ``executions_armed_job``); "ahead of it" a row comparison, one range of the
+# index ending before the row (loadtest/RESULTS.md, "the start's plan").
 _START = driver_sql(
     "UPDATE executions AS e SET status = 'running', handed_out_at = :at, worker_id = v.worker, "
     "unheld_delivery = NULL "
@@ -104,10 +105,10 @@ _START = driver_sql(
     "EXISTS (SELECT 1 FROM executions AS o WHERE o.job_id = e.job_id "
     "AND (o.status = 'running' OR (o.status = 'scheduled' AND o.attempt > 1)) AND o.id <> e.id) "
     "OR EXISTS (SELECT 1 FROM executions AS o WHERE o.job_id = e.job_id AND o.status IN ('scheduled', 'waiting') "
-    "AND (o.nominal_at < e.nominal_at OR (o.nominal_at = e.nominal_at AND o.id < e.id)) "
+    "AND (o.nominal_at, o.id) < (e.nominal_at, e.id) "
     f"AND (o.wait_key IS NULL OR o.wait_key <> '{PAUSED_WAIT}')) "
     "OR EXISTS (SELECT 1 FROM executions AS o WHERE o.job_id = e.job_id AND o.status = 'armed' "
-    "AND (o.nominal_at < e.nominal_at OR (o.nominal_at = e.nominal_at AND o.id < e.id)))"
+    "AND (o.nominal_at, o.id) < (e.nominal_at, e.id))"
     ")) RETURNING e.id"
 )
 
