@@ -330,3 +330,20 @@ async def test_failures_in_flight_at_once_cannot_all_pass_on_the_same_tokens() -
     # Settled: nothing stays counted in flight once the reads answered.
     clock.advance(5.0)
     assert await outcome(auth, Call(random_key(), attacker)) == "unauthenticated"
+
+
+async def test_one_secret_sent_by_many_calls_at_once_counts_once_in_flight() -> None:
+    # A client firing 90 calls at once with a key new to this server (a full
+    # suite's group-commit race) had only the peer's burst pass while the
+    # first verification was in flight, the rest refused RESOURCE_EXHAUSTED:
+    # the same secret in flight spends no more tokens.
+    clock = FakeClock()
+    tenants = SlowTenants()
+    limits = FailureLimits(peer_burst=5, peer_rate=1.0, overall_burst=12, overall_rate=1.0)
+    auth = Authenticator(tenants, FakeWorkers(), ADMIN, clock, failures=FailedAuthentications(clock, limits))
+    key = random_key()
+    calls = [asyncio.ensure_future(outcome(auth, Call(key, "ipv4:198.51.100.7:1"))) for _ in range(60)]
+    await asyncio.sleep(0)
+    tenants.gate.set()
+    results = await asyncio.gather(*calls)
+    assert results.count("exhausted") == 0, results

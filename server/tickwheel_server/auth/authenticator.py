@@ -214,7 +214,7 @@ class Authenticator:
                 self.failures.verified(lookup, digest)
         finally:
             if reserved:  # decided: no longer counted in flight
-                self.failures.settle(peer, lookup)
+                self.failures.settle(peer, lookup, digest)
         if principal is not None and evictions == self._evictions:
             ident = None
             if key_id is not None:

@@ -121,6 +121,10 @@ class FailedAuthentications:
         self._pending: dict[str, int] = {}
         """Per peer, its checks passed and not yet settled (verifications in flight, :meth:`settle`)."""
         self._pending_reads = 0
+        self._digests_in_flight: dict[bytes, int] = {}
+        """Secrets (digests) whose verification is counted in flight: the same
+        secret again meanwhile (a client's calls sent together with a key
+        new to this server) spends nothing more."""
         """Of those, the ones that may cost a store read."""
         self.refused = 0
         """Calls refused RESOURCE_EXHAUSTED."""
@@ -152,6 +156,8 @@ class FailedAuthentications:
         now = self._clock.monotonic()
         if digest is not None and self.verified_lately(digest):
             return False
+        if digest is not None and digest in self._digests_in_flight:
+            return False  # the same secret is being verified: one count for all its calls
         pending = self._pending.get(peer, 0)
         bucket = self._peers.get(peer)
         tokens = self.limits.peer_burst if bucket is None else _tokens(bucket, now, self.limits.peer_rate, self.limits.peer_burst)
@@ -174,9 +180,11 @@ class FailedAuthentications:
                     )  # fmt: skip
             self._pending_reads += 1
         self._pending[peer] = pending + 1
+        if digest is not None:
+            self._digests_in_flight[digest] = 1
         return True
 
-    def settle(self, peer: str, lookup: str | None) -> None:
+    def settle(self, peer: str, lookup: str | None, digest: bytes | None = None) -> None:
         """A call :meth:`check` counted (it answered True) is decided: it
         no longer counts as in flight."""
         pending = self._pending.get(peer, 0) - 1
@@ -186,6 +194,8 @@ class FailedAuthentications:
             self._pending.pop(peer, None)
         if lookup is not None:
             self._pending_reads = max(0, self._pending_reads - 1)
+        if digest is not None:
+            self._digests_in_flight.pop(digest, None)
 
     def failed(self, peer: str, digest: bytes | None, *, looked_up: bool) -> None:
         """A secret from ``peer`` failed verification (``looked_up``: it cost
