@@ -242,6 +242,8 @@ class ArmedQueue:
         """Every armed execution by id: the truth the structures below index."""
         self._ahead: list[tuple[int, int, _Entry]] = []
         """Heap of (ready instant, arming order, entry) not yet seen due (stale items skipped)."""
+        self._ahead_last_us = 0
+        """No item of :attr:`_ahead` is ready later than this (an upper bound: kept at each push)."""
         self._order = 0
         self._due: dict[str, _Entry] = {}
         """Entries seen due and not yet started (no credit, or refused)."""
@@ -269,6 +271,8 @@ class ArmedQueue:
         self._per_owner[entry.owner] += 1
         self._order += 1
         heapq.heappush(self._ahead, (entry.ready_us, self._order, entry))
+        if entry.ready_us > self._ahead_last_us:
+            self._ahead_last_us = entry.ready_us
 
     def _remove(self, entry: _Entry) -> None:
         ident = entry.ident
@@ -286,7 +290,7 @@ class ArmedQueue:
     def _promote(self, now_us: int) -> None:
         """Move the entries due by ``now_us`` from the heap to :attr:`_due`."""
         ahead = self._ahead
-        if ahead and ahead[0][0] <= now_us and max(ahead)[0] <= now_us:
+        if ahead and self._ahead_last_us <= now_us:
             # All due (a burst's start window): taken whole, in no order
             # (:func:`interleaved` orders them), not popped one by one.
             entries = self._entries
@@ -298,6 +302,8 @@ class ArmedQueue:
             _ready, _order, entry = heapq.heappop(self._ahead)
             if self._entries.get(entry.ident) is entry:
                 self._due[entry.ident] = entry
+        if not self._ahead:
+            self._ahead_last_us = 0  # the bound starts again with the next push
 
     def next_instant_us(self, after_us: int) -> int | None:
         """When this queue has something to do next (µs), or None: the
