@@ -121,7 +121,7 @@ class FailedAuthentications:
         self._pending: dict[str, int] = {}
         """Per peer, its checks passed and not yet settled (verifications in flight, :meth:`settle`)."""
         self._pending_reads = 0
-        self._digests_in_flight: dict[bytes, int] = {}
+        self._digests_in_flight: set[bytes] = set()
         """Secrets (digests) whose verification is counted in flight: the same
         secret again meanwhile (a client's calls sent together with a key
         new to this server) spends nothing more."""
@@ -181,7 +181,7 @@ class FailedAuthentications:
             self._pending_reads += 1
         self._pending[peer] = pending + 1
         if digest is not None:
-            self._digests_in_flight[digest] = 1
+            self._digests_in_flight.add(digest)
         return True
 
     def settle(self, peer: str, lookup: str | None, digest: bytes | None = None) -> None:
@@ -195,7 +195,7 @@ class FailedAuthentications:
         if lookup is not None:
             self._pending_reads = max(0, self._pending_reads - 1)
         if digest is not None:
-            self._digests_in_flight.pop(digest, None)
+            self._digests_in_flight.discard(digest)
 
     def failed(self, peer: str, digest: bytes | None, *, looked_up: bool) -> None:
         """A secret from ``peer`` failed verification (``looked_up``: it cost
