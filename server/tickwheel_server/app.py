@@ -351,6 +351,10 @@ class TickwheelServer:
             self.gateway.wake()
 
         self.wheel = WheelRunner(TimerWheel(to_us(self.clock.now())), self.clock, wake_gateway)
+        self.calendars = CalendarStore(
+            self.engine, self.clock, alerts=self.stores.alerts, walk_hold=2 * config.session_ttl
+        )
+        """Calendars; its walks left by a dead server are the reaper's duty (:meth:`CalendarStore.resume_walks`)."""
         self.reaper = Reaper(
             self.stores.queue.requeues, self._lease_store, lambda: self._session, self.clock,
             server_id=self.server_id, grace=config.reaper_grace or config.session_ttl,
@@ -362,6 +366,7 @@ class TickwheelServer:
                     lambda: self.presence.partition_holders(), cluster.partition_count, self.stores.partitions,
                     self.stores.alerts, self.clock, grace=2 * config.session_ttl,
                 ).check_once,
+                self.calendars.resume_walks,
             ],
         )
         self.dispatcher = Dispatcher(
@@ -459,7 +464,7 @@ class TickwheelServer:
         scheduler = SchedulerServicer(
             auth, self.stores.jobs, self.clock, self.stores.history, self.stores.dead_letters,
             manual=self.stores.manual, target_policy=config.target_policy, on_ready=self._ready_now,
-            calendars=CalendarStore(self.engine, self.clock, alerts=self.stores.alerts),
+            calendars=self.calendars,
             on_due=self.wakeup.due,
         )
         self.creates = scheduler.creates

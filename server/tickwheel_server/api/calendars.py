@@ -229,14 +229,19 @@ class CalendarCalls:
     async def UpdateCalendar(self, request, context):
         """Merge, validate and store at ``calendar.version`` + 1 (see
         :meth:`CalendarStore.update_with_runs`); a request that changes
-        nothing returns the calendar as it is. The store's re-decision of
-        the created runs of every job naming the calendar is metered
+        nothing returns the calendar as it is. The definition commits first;
+        the store's re-decision of the created runs of every job naming the
+        calendar (its walk, a page of jobs per transaction) is metered
         (:meth:`Authenticator.metered`): ten fires per job walked, one per
-        run decided (:data:`~..store.calendaruse.FIRES_PER_JOB`), charged to the tenant's request rate after the commit (a
-        single transaction is never half-applied); refused
+        run decided (:data:`~..store.calendaruse.FIRES_PER_JOB`), charged to
+        the tenant's request rate when the walk ends; refused
         RESOURCE_EXHAUSTED, before anything is written, while earlier
         metered calls of the tenant are not paid back. A client that hangs
-        up still waits for, and pays, the transaction it started."""
+        up still waits for, and pays, the walk it started. The response
+        counts what this call's walk changed: all of it, or, when a newer
+        update superseded the walk meanwhile, what it changed until then
+        (the newer walk decides every run again). A walk whose server died
+        is finished by the reaper's duty, unmetered."""
         tenant = await self._auth.tenant(context)
         paths = update_paths(request.update_mask)
         name = check_name(request.calendar.name, "calendar.name")

@@ -56,6 +56,7 @@ from ..schedule.model import ScheduleKind
 from .doubt import ARM, START, Doubt, InDoubt
 from .engine import Capabilities, capabilities
 from .arming_pick import pick_fairly
+from .calendarhold import Unwalked
 from .base import SqlStore, chunks, driver_sql, execute_arrays, one_of, pairs_in, tuples
 from .executions import Capability, HandedOut, Retry
 from .fairshare import FairShare
@@ -82,8 +83,7 @@ _ID_DELIVERY = ("TEXT", "INTEGER")
 
 # Back to scheduled, the delivery taken back: no worker ever saw it. A row a
 # start in doubt was undone to armed may carry its worker: cleared with it.
-_DISARMED = dict(status="scheduled", owner=None, worker_id=None, unheld_delivery=None,
-                 delivery=executions.c.delivery - 1)
+_DISARMED = dict(status="scheduled", owner=None, worker_id=None, unheld_delivery=None, delivery=executions.c.delivery - 1)
 
 
 # The start on PostgreSQL and CockroachDB: one statement for the batch, its
@@ -93,8 +93,7 @@ _DISARMED = dict(status="scheduled", owner=None, worker_id=None, unheld_delivery
 # ``executions_armed_job``); "ahead of it" a row comparison, one range of the
 # index ending before the row (loadtest/RESULTS.md, "the start's plan").
 _START = driver_sql(
-    "UPDATE executions AS e SET status = 'running', handed_out_at = :at, worker_id = v.worker, "
-    "unheld_delivery = NULL "
+    "UPDATE executions AS e SET status = 'running', handed_out_at = :at, worker_id = v.worker, unheld_delivery = NULL "
     "FROM unnest(CAST(:ids AS TEXT[]), CAST(:deliveries AS INTEGER[]), CAST(:beside AS BOOLEAN[]), "
     "CAST(:workers AS TEXT[])) AS v (id, delivery, beside, worker) "
     "WHERE e.id = ANY (CAST(:ids AS TEXT[])) AND e.id = v.id AND e.delivery = v.delivery "
@@ -269,9 +268,9 @@ class ArmStore(SqlStore):
         next candidate does not fit has no more accepted, the others go on.
         Three statements, a few more at most: the tenants (two for a long
         tenant list's walk that wraps round), the candidates with their
-        jobs' definitions (one more read for the shares left unused), and
-        one UPDATE of those accepted, conditional on their status. Returns them armed, each with its definition parsed (the
-        Assignment can be built now)."""
+        jobs' definitions (one more read for the shares left unused; one of
+        the calendar walks when a job names a calendar: :mod:`.calendarhold`),
+        and one UPDATE of those accepted, conditional on their status. Returns them armed, each with its definition parsed."""
         now_us, until_us = to_us(now), to_us(until)
         if limit <= 0 or until_us <= now_us or not capability.tenants or not (capability.handlers or capability.http):
             return []
@@ -283,11 +282,13 @@ class ArmStore(SqlStore):
             tried.clear()
             shares = self.fair.begin()
             definitions: dict[str, object] = {}
+            unwalked = Unwalked(conn, self.caps)
 
             def armable(row) -> bool:
-                if row.manual_slot is not None:  # holding a quota unit: a round starts it and gives it back
-                    return False
                 definition = None if row.spec is None else self.definitions.get(row.job_id, row.version, row.spec)
+                # Holding a quota unit (a round starts it and gives it back), or a calendar change not yet walked it.
+                if row.manual_slot is not None or unwalked.holds(row, definition):
+                    return False
                 readable = definition is not None and definition.problem is None
                 one_off = readable and definition.schedule is not None and definition.schedule.kind in _ONE_OFF
                 if may_arm(definition.rules if readable else None, one_off=bool(one_off), origin=row.origin,

@@ -27,12 +27,15 @@ from sqlalchemy.engine import Connection
 from tickwheel.shared.ids import from_us, to_us
 
 from ..alerts.catalogue import calendar_runs_changed_alert
+from ..jobspec import DefinitionCache
 from ..schedule.businessdays import BusinessCalendar
 from ..errors import AlreadyExists, FailedPrecondition, NotFound, QuotaExceeded, VersionConflict
 from . import requests
 from .alerts import AlertStore
 from .base import SqlStore
-from .calendaruse import Redecided, RunChange, jobs_naming, present_calendars, redecide_runs
+from . import calendaruse
+from .calendaruse import Redecided, RunChange, jobs_naming, present_calendars
+from .calendarwalk import Walk, begin_walk, end_walk, release_walk, stale_walks, walk_page
 from .claim_calendars import CalendarCache, decode_calendar
 from .tables import calendars, tenants
 
@@ -43,6 +46,13 @@ DECODED_CALENDARS = 32
 few, as one of 10 000 holidays and half-days, with its search tables, is
 megabytes; a tenant cycling through many calendars pays a decode a call,
 as every call did before."""
+
+WALK_HOLD = 30.0
+"""Seconds a calendar change's walker holds its walk past its last page:
+the reaper's duty resumes a walk not written for this long (its server died)."""
+
+RESUMED_PAGES = 20
+"""Pages of a walk the reaper's duty goes on with per pass (:meth:`CalendarStore.resume_walks`)."""
 
 _SUMMARY = (
     calendars.c.tenant, calendars.c.name, calendars.c.time_zone, calendars.c.business_days,
@@ -96,10 +106,19 @@ def _read(conn: Connection, tenant: str, name: str) -> CalendarRecord | None:
 class CalendarStore(SqlStore):
     """Calendars of every tenant; every method is scoped to one tenant."""
 
-    def __init__(self, engine, clock, *, max_calendars: int = MAX_CALENDARS, alerts: AlertStore | None = None) -> None:
+    def __init__(
+        self, engine, clock, *, max_calendars: int = MAX_CALENDARS, alerts: AlertStore | None = None,
+        walk_hold: float = WALK_HOLD,
+    ) -> None:
         super().__init__(engine, clock)
         if max_calendars < 1:
             raise ValueError("max_calendars must be >= 1")
+        if not walk_hold > 0:
+            raise ValueError(f"walk_hold must be > 0 seconds, got {walk_hold}")
+        self._hold_us = int(walk_hold * 1_000_000)
+        """A walker's hold on its walk (:mod:`.calendarwalk`), renewed by each page."""
+        self.pages = 0
+        """Pages walked by this store (each its own transaction)."""
         self.max_calendars = max_calendars
         self._alerts = alerts
         """Raises ``calendar_runs_changed`` when an update moves or drops created runs."""
@@ -219,18 +238,23 @@ class CalendarStore(SqlStore):
     ) -> tuple[CalendarRecord, Redecided]:
         """Store ``definition`` at ``expected_version`` + 1, if the calendar
         is still at ``expected_version``: VersionConflict otherwise, NotFound
-        when there is no such calendar of the tenant (nothing written). In
-        the same transaction, the created runs of the tenant's jobs naming
-        the calendar are decided again under the new definition
-        (:func:`~.calendaruse.redecide_runs`), and when any changed, the
-        ``calendar_runs_changed`` alert is raised (with an alert store).
-        ``counted`` is told the fires the re-decision computes (see
-        :func:`~.calendaruse.redecide_runs`; every attempt of the
-        transaction counts)."""
+        when there is no such calendar of the tenant (nothing written). The
+        definition commits at once, with its walk (:mod:`.calendarwalk`);
+        then the created runs of the tenant's jobs naming the calendar are
+        decided again under it a page of jobs per transaction
+        (:func:`~.calendaruse.redecide_page`) until the walk ends, and when
+        any changed, the ``calendar_runs_changed`` alert is raised (with an
+        alert store) in the walk's last transaction. A walk this update
+        supersedes (an older version's, not finished) stops at its next page
+        and raises its own alert with what it changed so far. Returns the
+        walk's report: not ``finished`` if a newer update superseded it
+        meanwhile (the counts so far). ``counted`` is told the fires each
+        page computes (see :func:`~.calendaruse.redecide_page`; every
+        attempt of a page's transaction counts)."""
         now = self.clock.now()
         now_us = to_us(now)
 
-        def fn(conn: Connection) -> tuple[CalendarRecord, Redecided]:
+        def fn(conn: Connection) -> CalendarRecord:
             changed = conn.execute(
                 calendars.update()
                 .where(calendars.c.tenant == tenant, calendars.c.name == name,
@@ -244,20 +268,77 @@ class CalendarStore(SqlStore):
                 raise NotFound("calendar", name)
             if not changed:
                 raise VersionConflict(f"calendar {name!r}", expected_version, found.version)
-            report = redecide_runs(
-                conn, self.caps, tenant, name, lambda: decode_calendar(definition.spec), now_us, counted=counted
-            )
-            if report.changed_count and self._alerts is not None:
-                self._alerts.raise_many_in(conn, [calendar_runs_changed_alert(
-                    tenant=tenant, calendar=name, version=found.version, changed=report.changed_count,
-                    runs=[_shown(change) for change in report.first],
-                )], now=now)  # fmt: skip
-            return found, report
+            superseded = begin_walk(conn, tenant, name, found.version, now_us, self._hold_us)
+            if superseded is not None:
+                self._raise_changed(conn, tenant, name, *superseded, now)
+            return found
 
-        found, report = await self._tx(fn, row_locked=True)
+        found = await self._tx(fn, row_locked=True)
+        report = await self.walk(Walk(tenant, name, found.version, ""), definition.spec, counted=counted)
+        return found, report
+
+    async def walk(
+        self, walk: Walk, spec: bytes | None = None, *, counted: Callable[[int], None] | None = None,
+        pages: int | None = None,
+    ) -> Redecided:
+        """Walk ``walk`` page by page, each page its own transaction, until
+        it ends or is taken over (see :func:`.calendarwalk.walk_page`), or
+        ``pages`` were walked (the walk is then left for the next
+        :meth:`resume_walks`); the calendar's definition ``spec`` is read
+        when not given."""
+        if spec is None:
+            spec = await self._tx(lambda conn: conn.execute(
+                sa.select(calendars.c.spec).where(calendars.c.tenant == walk.tenant, calendars.c.name == walk.calendar)
+            ).scalar(), idempotent=True)  # fmt: skip
+            if spec is None:
+                return Redecided(finished=False)
+        decoded: list[BusinessCalendar] = []
+
+        def calendar() -> BusinessCalendar:
+            if not decoded:
+                decoded.append(decode_calendar(spec))
+            return decoded[0]
+
+        definitions = DefinitionCache(max_entries=calendaruse.PAGE)
+        current: Walk | None = walk
+        report = Redecided(finished=False)
+        while current is not None:
+            at = self.clock.now()
+
+            def page(conn: Connection, current: Walk = current, at=at) -> tuple[Walk | None, Redecided]:
+                following, report = walk_page(conn, self.caps, current, calendar, to_us(at), self._hold_us,
+                                              definitions, counted)  # fmt: skip
+                if report.finished:
+                    self._raise_changed(conn, walk.tenant, walk.calendar, walk.version, report, at)
+                return following, report
+
+            current, report = await self._tx(page, row_locked=True)
+            self.pages += 1
+            if pages is not None and current is not None:
+                pages -= 1
+                if pages <= 0:
+                    await self._tx(lambda conn, left=current: release_walk(conn, left))
+                    break
         if report.changed_count and self._alerts is not None:
             self._alerts.nudge()
-        return found, report
+        return report
+
+    async def resume_walks(self, limit: int = 10, pages: int = RESUMED_PAGES) -> int:
+        """The reaper's duty: go on with up to ``limit`` walks whose walker
+        has not written them for its hold (its server died), ``pages`` pages
+        each at most (the rest on the next pass), so the reaper's pass stays
+        bounded; how many walks it went on with."""
+        stale = await self._tx(lambda conn: stale_walks(conn, to_us(self.clock.now()), limit), idempotent=True)
+        for walk in stale:
+            await self.walk(walk, pages=pages)
+        return len(stale)
+
+    def _raise_changed(self, conn: Connection, tenant: str, name: str, version: int, report: Redecided, now) -> None:
+        if report.changed_count and self._alerts is not None:
+            self._alerts.raise_many_in(conn, [calendar_runs_changed_alert(
+                tenant=tenant, calendar=name, version=version, changed=report.changed_count,
+                runs=[_shown(change) for change in report.first],
+            )], now=now)  # fmt: skip
 
     async def delete(self, tenant: str, name: str, version: int = 0) -> None:
         """Delete the calendar; ``version`` 0 means whatever its version.
@@ -277,6 +358,7 @@ class CalendarStore(SqlStore):
             if version:
                 condition.append(calendars.c.version == version)
             if conn.execute(calendars.delete().where(*condition)).rowcount:
+                end_walk(conn, tenant, name)
                 return
             found = _read(conn, tenant, name)
             if found is None:

@@ -3,11 +3,11 @@
 Jobs name a calendar in ``jobs.calendar`` (migration 0023; index
 ``jobs_calendar (tenant, calendar)`` over the jobs that name one), so every
 query here is scoped to one tenant and reads only the jobs naming the
-calendar, and :func:`redecide_runs` walks them in id order a page at a time.
-Everything runs inside the caller's transaction:
+calendar, and :func:`redecide_page` decides a page of them again, in id
+order. Everything runs inside the caller's transaction:
 :func:`jobs_naming` before a delete, :func:`present_calendars` before a job
-write, :func:`redecide_runs` in the transaction that stores a calendar's new
-definition.
+write, :func:`redecide_page` in each transaction of a calendar change's
+walk (:mod:`.calendarwalk`).
 """
 
 from __future__ import annotations
@@ -70,6 +70,9 @@ class Redecided:
     changed_count: int = 0
     first: list[RunChange] = field(default_factory=list)
     """The first :data:`MAX_REPORTED` changes, by due instant then id."""
+    finished: bool = True
+    """False when this walk was superseded by a newer version's (or taken
+    over by another walker): the counts are those made so far."""
 
 
 def jobs_naming(conn: Connection, tenant: str, name: str) -> int:
@@ -94,82 +97,90 @@ def present_calendars(conn: Connection, tenant: str, names: Iterable[str]) -> se
     )
 
 
-def redecide_runs(
+@dataclass
+class Page:
+    """One page of the walk: the jobs it read (in id order) and the changes it wrote."""
+
+    job_ids: list[str]
+    changes: list[RunChange]
+
+    @property
+    def last_job(self) -> str | None:
+        """Where the next page starts after (None: the walk is over)."""
+        return self.job_ids[-1] if self.job_ids else None
+
+
+def redecide_page(
     conn: Connection, caps: Capabilities, tenant: str, name: str, calendar: Callable[[], BusinessCalendar],
-    now_us: int, definitions: DefinitionCache | None = None, counted: Callable[[int], None] | None = None,
-) -> Redecided:
+    now_us: int, after: str, definitions: DefinitionCache | None = None,
+    counted: Callable[[int], None] | None = None,
+) -> Page:
     """Decide again, under ``calendar()`` (the calendar's new definition,
     decoded only when a run needs it), every run created by the dispatcher
-    for ``tenant``'s jobs naming ``name`` that was never handed out (status
-    ``scheduled``, attempt 1, delivery 0): a run whose due instant changes
-    gets the new one (``due_at`` and ``ready_at``; its id, the nominal
-    instant, stays), a run the rule now drops or skips is canceled with
-    :func:`calendar_changed_reason`. Runs a worker already took, retries and
-    manual or backfilled runs are left as they are; runs not yet created
-    follow the new calendar when the claim creates them, and the cursors of
-    the jobs whose rule is ``previous`` get the scan key the new calendar
-    gives them (:func:`.calendarcursor.rekey_previous`: never before now).
+    for the next :data:`PAGE` of ``tenant``'s jobs naming ``name`` after
+    job id ``after`` (id order, index ``jobs_calendar``) that was never
+    handed out (status ``scheduled``, attempt 1, delivery 0): a run whose
+    due instant changes gets the new one (``due_at`` and ``ready_at``; its
+    id, the nominal instant, stays), a run the rule now drops or skips is
+    canceled with :func:`calendar_changed_reason`. Runs a worker already
+    took, retries and manual or backfilled runs are left as they are; runs
+    not yet created follow the new calendar when the claim creates them,
+    and the cursors of the page's jobs whose rule is ``previous`` get the
+    scan key the new calendar gives them
+    (:func:`.calendarcursor.rekey_previous`: never before now). Their armed
+    runs are disarmed first (never handed out: decided again here).
 
-    The jobs are walked in id order, :data:`PAGE` at a time (index
-    ``jobs_calendar``); only the definitions of jobs with such runs are
-    read. A job whose definition cannot be read here keeps its runs (its
-    claim quarantines it). Memory is bounded by a page and the
-    :data:`MAX_REPORTED` changes kept for the report.
-
-    The work is proportional to the jobs naming the calendar and their
-    created runs, not to the request that changed it: ``counted`` (the
-    caller's meter) is told, a page at a time, :data:`FIRES_PER_JOB` per
-    job walked and one per created run decided."""
+    Only the definitions of jobs with such runs are read. A job whose
+    definition cannot be read here keeps its runs (its claim quarantines
+    it). The work is one page's, in the caller's transaction
+    (:mod:`.calendarwalk` runs one page per transaction): ``counted`` (the
+    caller's meter) is told :data:`FIRES_PER_JOB` per job walked and one per
+    created run decided."""
     definitions = definitions if definitions is not None else DefinitionCache(max_entries=PAGE)
-    result = Redecided(job_count=jobs_naming(conn, tenant, name))
-    cal: BusinessCalendar | None = None
-    after = ""
-    while True:
-        ids = list(conn.execute(
-            sa.select(jobs.c.id)
-            .where(jobs.c.tenant == tenant, names_calendar(), jobs.c.calendar == name, jobs.c.id > after)
-            .order_by(jobs.c.id).limit(PAGE)
-        ).scalars())  # fmt: skip
-        if not ids:
-            break
-        after = ids[-1]
-        if counted is not None:
-            counted(FIRES_PER_JOB * len(ids))
-        if cal is None:
-            cal = calendar()
-        # Cursors of ``previous`` jobs: scanned where the new calendar moves them.
-        rekey_previous(conn, ids, from_us(now_us), tenant=tenant, calendar=(name, cal))
-        disarm_jobs(conn, ids)  # an armed run is one never handed out: decided again below
-        runs = conn.execute(
-            sa.select(executions.c.id, executions.c.job_id, executions.c.nominal_at, executions.c.due_at)
-            .where(
-                one_of(caps, executions.c.job_id, ids), executions.c.tenant == tenant,
-                executions.c.origin == "scheduled",
-                status_in(executions.c.status, "scheduled"), executions.c.attempt == 1, executions.c.delivery == 0,
-            )
-        ).all()
-        if not runs:
-            continue
-        if counted is not None:
-            counted(len(runs))
-        specs: dict[str, JobDefinition] = {}
-        for row in conn.execute(
-            sa.select(jobs.c.id, jobs.c.version, jobs.c.spec)
-            .where(one_of(caps, jobs.c.id, sorted({r.job_id for r in runs})))
-        ):
-            spec = definitions.get(row.id, row.version, row.spec)
-            if spec.problem is None and spec.calendar is not None and spec.calendar.name == name:
-                specs[row.id] = spec
-        if cal is None and specs:
-            cal = calendar()
-        changes = [
-            change for run in runs if run.job_id in specs
-            for change in [_redecide(specs[run.job_id], name, cal, run, from_us(now_us))] if change is not None
-        ]  # fmt: skip
-        _apply(conn, caps, name, changes, now_us)
-        result.changed_count += len(changes)
-        result.first = heapq.nsmallest(MAX_REPORTED, [*result.first, *changes], key=_report_order)
-    return result
+    ids = list(conn.execute(
+        sa.select(jobs.c.id)
+        .where(jobs.c.tenant == tenant, names_calendar(), jobs.c.calendar == name, jobs.c.id > after)
+        .order_by(jobs.c.id).limit(PAGE)
+    ).scalars())  # fmt: skip
+    if not ids:
+        return Page([], [])
+    if counted is not None:
+        counted(FIRES_PER_JOB * len(ids))
+    cal = calendar()
+    # Cursors of ``previous`` jobs: scanned where the new calendar moves them.
+    rekey_previous(conn, ids, from_us(now_us), tenant=tenant, calendar=(name, cal))
+    disarm_jobs(conn, ids)  # an armed run is one never handed out: decided again below
+    runs = conn.execute(
+        sa.select(executions.c.id, executions.c.job_id, executions.c.nominal_at, executions.c.due_at)
+        .where(
+            one_of(caps, executions.c.job_id, ids), executions.c.tenant == tenant,
+            executions.c.origin == "scheduled",
+            status_in(executions.c.status, "scheduled"), executions.c.attempt == 1, executions.c.delivery == 0,
+        )
+    ).all()
+    if not runs:
+        return Page(ids, [])
+    if counted is not None:
+        counted(len(runs))
+    specs: dict[str, JobDefinition] = {}
+    for row in conn.execute(
+        sa.select(jobs.c.id, jobs.c.version, jobs.c.spec)
+        .where(one_of(caps, jobs.c.id, sorted({r.job_id for r in runs})))
+    ):
+        spec = definitions.get(row.id, row.version, row.spec)
+        if spec.problem is None and spec.calendar is not None and spec.calendar.name == name:
+            specs[row.id] = spec
+    changes = [
+        change for run in runs if run.job_id in specs
+        for change in [_redecide(specs[run.job_id], name, cal, run, from_us(now_us))] if change is not None
+    ]  # fmt: skip
+    _apply(conn, caps, name, changes, now_us)
+    return Page(ids, changes)
+
+
+def first_reported(kept: list[RunChange], more: list[RunChange]) -> list[RunChange]:
+    """The first :data:`MAX_REPORTED` of ``kept`` and ``more``, by due instant then id."""
+    return heapq.nsmallest(MAX_REPORTED, [*kept, *more], key=_report_order)
 
 
 def _report_order(change: RunChange) -> tuple[int, str]:

@@ -77,6 +77,7 @@ from ..policy.fairness import Demand, Shares
 from . import handout_starts as starts
 from .base import SqlStore, driver_sql, execute_arrays, one_of, tuples
 from .doubt import InDoubt, handed_out
+from .calendarhold import hold_unwalked
 from .fairshare import FairShare
 from .executions import Capability, HandedOut, HandOutRound
 from .handout_starts import UNION_BRANCHES, SkipHook
@@ -303,6 +304,12 @@ class HandoutStore(SqlStore):
         rows = self._taken(conn, rows)
         rows.sort(key=lambda row: (row.ready_at, row.id))
         jobs_of = starts.jobs_of(conn, self.caps, self.lateral, self.definitions, rows)
+        taken = len(rows)
+        # Runs of a calendar whose change is still being walked, not yet decided again: not now.
+        held = hold_unwalked(conn, self.caps, rows, lambda j: getattr(jobs_of.get(j), "definition", None), at_us)
+        for row in (r for r in rows if r.id in held):
+            shares.refund(row.tenant, demands[row.tenant].weight, 1)
+        rows = [r for r in rows if r.id not in held] if held else rows
         rules = {job_id: job.definition.rules for job_id, job in jobs_of.items()}
         # A run whose job was deleted after DeleteJob's cancel (put back by a
         # requeue or a give-back racing it) has no target: canceled, never sent.
@@ -344,7 +351,7 @@ class HandoutStore(SqlStore):
         ]
         handed.sort(key=lambda h: (h.ready_at_us, h.id))
         batch.extend(handed)
-        batch.diverted = len(rows) - len(handed)
+        batch.diverted = taken - len(handed)
         return batch
 
     def unique_instant(self, at_us: int) -> int:

@@ -311,3 +311,17 @@ calendars = sa.Table(
     sa.Column("updated_at", sa.BigInteger, nullable=False),
 )
 
+
+calendar_walks = sa.Table(
+    "calendar_walks",
+    metadata,
+    sa.Column("tenant", sa.Text, primary_key=True),
+    sa.Column("calendar", sa.Text, primary_key=True),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("after_job", sa.Text, nullable=False),
+    sa.Column("job_count", sa.BigInteger, nullable=False),
+    sa.Column("changed_count", sa.BigInteger, nullable=False),
+    sa.Column("reported", sa.Text, nullable=False),
+    sa.Column("started_at", sa.BigInteger, nullable=False),
+    sa.Column("held_until", sa.BigInteger, nullable=False),
+)

@@ -643,8 +643,11 @@ type UpdateCalendarResponse struct {
 	Calendar *Calendar `protobuf:"bytes,1,opt,name=calendar,proto3" json:"calendar,omitempty"`
 	// How many runs already created (scheduled, not yet handed out) of the
 	// tenant's jobs that name this calendar the change moved to another due
-	// instant or dropped, in the same transaction as the change. Runs not yet
-	// created follow the new calendar when they are.
+	// instant or dropped. The change commits first; its runs are then decided
+	// again a page of jobs at a time, none handed out meanwhile at an instant
+	// the old calendar gave it, and the call answers when all are. If a newer
+	// change superseded this one meanwhile, what it changed until then. Runs
+	// not yet created follow the new calendar when they are.
 	ChangedRunCount int64 `protobuf:"varint,2,opt,name=changed_run_count,json=changedRunCount,proto3" json:"changed_run_count,omitempty"`
 	// The first of those runs (at most 100), by due instant then id.
 	ChangedRuns []*CalendarRunChange `protobuf:"bytes,3,rep,name=changed_runs,json=changedRuns,proto3" json:"changed_runs,omitempty"`

@@ -44,8 +44,11 @@ public interface UpdateCalendarResponseOrBuilder extends
    * <pre>
    * How many runs already created (scheduled, not yet handed out) of the
    * tenant's jobs that name this calendar the change moved to another due
-   * instant or dropped, in the same transaction as the change. Runs not yet
-   * created follow the new calendar when they are.
+   * instant or dropped. The change commits first; its runs are then decided
+   * again a page of jobs at a time, none handed out meanwhile at an instant
+   * the old calendar gave it, and the call answers when all are. If a newer
+   * change superseded this one meanwhile, what it changed until then. Runs
+   * not yet created follow the new calendar when they are.
    * </pre>
    *
    * <code>int64 changed_run_count = 2 [json_name = "changedRunCount"];</code>
