@@ -1,12 +1,14 @@
-"""Benchmark: one UpdateCalendar's transaction on PostgreSQL, by how many
+"""Benchmark: one UpdateCalendar's store work on PostgreSQL, by how many
 jobs name the calendar (each with one created run it decides again).
 
     .venv/bin/python loadtest/bench_calendar_update.py [--jobs 1000 10000] [--postgres URL]
 
-Prints one JSON object: per job count, the transaction's statements (sent
-by the engine, its retries included), rows it rewrote (runs moved), wall
-and process CPU seconds (``CalendarStore.update_with_runs``: the store's
-thread, in process). Every job is a weekly Saturday job naming ``uk``
+Prints one JSON object: per job count, the statements sent (by the engine,
+retries included), runs changed, wall and process CPU seconds of the whole
+call (``CalendarStore.update_with_runs``: the store's thread, in process),
+and its transactions: how many, and the longest's statements, wall seconds
+and executions rows written (the one transaction before the walk was
+paged; the definition's and a page's each after). Every job is a weekly Saturday job naming ``uk``
 (rule ``next``) with its created run moved to Tuesday by Easter Monday;
 the change adds Tuesday as a holiday, so every run moves again, to
 Wednesday: the most a change can rewrite per run. A throwaway PostgreSQL
@@ -20,7 +22,11 @@ import asyncio
 import json
 import resource
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
+
+from sqlalchemy import event
 
 
 from tickwheel.shared.clock import FakeClock
@@ -36,6 +42,35 @@ import _harness as h
 from tests.conformance.test_calendar_claims import SATURDAY, TUESDAY, uk_calendar, weekly_job
 from tests.support.jobrows import insert_jobs
 from tests.support.plans import captured
+
+
+@contextmanager
+def transactions(engine) -> Iterator[list[dict]]:
+    """Each transaction ``engine`` commits or rolls back while the block
+    runs: its statements, wall seconds (first statement to its end) and
+    executions rows written."""
+    done: list[dict] = []
+    open_: dict[int, dict] = {}
+
+    def executed(conn, cursor, statement, parameters, context, executemany) -> None:
+        tx = open_.setdefault(id(conn), {"statements": 0, "wall_s": time.perf_counter(), "rows_written": 0})
+        tx["statements"] += 1
+        if statement.lstrip().upper().startswith("UPDATE EXECUTIONS") and cursor.rowcount > 0:
+            tx["rows_written"] += cursor.rowcount
+
+    def ended(conn) -> None:
+        tx = open_.pop(id(conn), None)
+        if tx is not None:
+            done.append({**tx, "wall_s": time.perf_counter() - tx["wall_s"]})
+
+    listeners = [("after_cursor_execute", executed), ("commit", ended), ("rollback", ended)]
+    for name, fn in listeners:
+        event.listen(engine, name, fn)
+    try:
+        yield done
+    finally:
+        for name, fn in listeners:
+            event.remove(engine, name, fn)
 
 
 def _cpu() -> float:
@@ -73,12 +108,15 @@ async def measure(url: str, count: int) -> dict:
             conn.exec_driver_sql("ANALYZE")
         changed = normalise_calendar(calendar_pb2.Calendar(
             name="uk", time_zone="Europe/London", holidays=["2027-03-26", "2027-03-29", "2027-03-30"]))
-        with captured(engine) as sent:
+        with captured(engine) as sent, transactions(engine) as done:
             began, cpu = time.perf_counter(), _cpu()
             _, report = await store.update_with_runs("acme", "uk", stored.version, definition_of(changed))
             wall, cpu = time.perf_counter() - began, _cpu() - cpu
+        longest = max(done, key=lambda tx: tx["wall_s"])
         return {"jobs": count, "changed": report.changed_count, "statements": len(sent),
-                "wall_s": round(wall, 3), "cpu_s": round(cpu, 3)}
+                "wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "transactions": len(done),
+                "longest_tx": {**longest, "wall_s": round(longest["wall_s"], 3)},
+                "most_rows_in_a_tx": max(tx["rows_written"] for tx in done)}
     finally:
         engine.dispose()
 

@@ -11,12 +11,12 @@ import json
 from datetime import timedelta
 
 import pytest
-import sqlalchemy as sa
 from sqlalchemy import event
 from tickwheel.v1 import job_pb2
 
 from tickwheel.shared.ids import execution_id, to_us
 from tickwheel_server.api.calendars import definition_of, normalise_calendar
+from tickwheel_server.api.validate import normalise_job
 from tickwheel_server.store import calendaruse, calendarwalk
 from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.calendars import CalendarStore
@@ -211,3 +211,30 @@ async def test_a_run_the_walk_has_not_reached_is_never_handed_out_or_armed_at_it
     assert await world.calendars.resume_walks() == 1
     assert {row.status for row in world.rows(executions)} == {"canceled"}
     assert await queue.handout.hand_out_ready("s1", world.clock.now(), ANY_ECHO, 10) == []
+
+
+async def test_the_hand_out_reads_walks_once_a_round_and_only_for_jobs_naming_a_calendar(
+    world, migrated_engine
+) -> None:
+    """The hold's cost on the hot path: a round none of whose candidates'
+    jobs names a calendar sends no statement for it; a round with several
+    such candidates, one read of the walks (never one a row)."""
+    from tests.support.plans import captured
+
+    from .test_arming import every_minute
+
+    plain = every_minute()
+    plain.overlap_policy = job_pb2.OVERLAP_POLICY_ALLOW
+    for _ in range(3):
+        await world.create(normalise_job(plain, SATURDAY - timedelta(days=3)), SATURDAY)
+    await weekly_runs(world, 3)
+    queue = ExecutionQueue(migrated_engine, world.clock)
+    world.clock.advance((SATURDAY + timedelta(seconds=1) - world.clock.now()).total_seconds())
+    with captured(migrated_engine) as sent:
+        first = await queue.handout.hand_out_ready("s1", world.clock.now(), ANY_ECHO, 3)
+    assert {h.job_id for h in first} and not [s for s in sent if "calendar_walks" in s.statement]
+    world.clock.advance((TUESDAY + timedelta(seconds=1) - world.clock.now()).total_seconds())
+    with captured(migrated_engine) as sent:
+        handed = await queue.handout.hand_out_ready("s1", world.clock.now(), ANY_ECHO, 10)
+    assert len([h for h in handed if h.nominal_at_us == to_us(SATURDAY)]) == 3
+    assert len([s for s in sent if "calendar_walks" in s.statement]) == 1
