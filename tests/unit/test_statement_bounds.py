@@ -286,6 +286,7 @@ ONE_ROW = "one row: a key of a table outside ``tables.metadata`` (the statement 
 UNBOUNDED_LEFT: dict[tuple[str, str], tuple[int, str]] = {
     ("alerts.py", "AlertStore.get.fn"): (1, "one row: the open alert of a key (unique among open alerts)"),
     ("arming.py", "ArmStore.start.fn"): (1, "the arm's own rows, its query built above from their ids"),
+    ("calendarhold.py", "Unwalked.holds"): (1, "one tenant's calendars being walked, at most max_calendars"),
     ("calendars.py", "CalendarStore.create.fn"): (1, "a count of one tenant's calendars, at most max_calendars"),
     ("calendaruse.py", "jobs_naming"): (1, "a count of one tenant's jobs, at most max_jobs (quota.take)"),
     ("claim_writes.py", "carried_missed"): (1, "one row: a job's open misfire range (job, reason, continues_at)"),

@@ -4,18 +4,25 @@ A calendar change commits its definition at once and re-decides the created
 runs of the jobs naming it a page of jobs at a time (:mod:`.calendarwalk`,
 whose ``calendar_walks`` row says how far it got, in job id order). Until
 the walk passes a job, that job's created runs (never handed out: attempt
-1, delivery 0) carry the instants the old definition gave them. The
-hand-out (:func:`hold_unwalked`, after its take, where the candidates' job
-definitions are already read) and the arming (:class:`Unwalked`, in its
-``accept``) leave such runs alone: the hand-out gives them back
-``scheduled``, ready again :data:`HOLD_US` later, and the walk decides them
-when it gets there. A round none of whose candidates' jobs names a calendar
-sends no statement for this; others read the walks of their tenants once.
+1, delivery 0) carry the instants the old definition gave them.
+
+- The hand-out (:func:`hold_unwalked`, after its take, where the
+  candidates' job definitions are already read) asks which of its
+  candidates' jobs the walk has not passed, in one statement comparing job
+  ids in the database (so in the order the walk's pages follow, whatever
+  the collation), and gives those runs back ``scheduled``, ready again
+  :data:`HOLD_US` later: the walk decides them when it gets there.
+- The arming (:class:`Unwalked`, in its ``accept``) arms no created run of
+  a job naming a calendar being walked at all: arming is only a head start,
+  and such a run is handed out by a round, which holds it or not as above.
+
+A round none of whose candidates' jobs names a calendar sends no statement
+for this; any other, one read (and one write if it holds some back).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -23,53 +30,49 @@ from sqlalchemy.engine import Connection
 from .base import one_of
 from .engine import Capabilities
 from .isolation import status_in
-from .tables import calendar_walks, executions
+from .tables import calendar_walks, executions, jobs
 
 HOLD_US = 1_000_000
 """How far a held-back run's ready instant is pushed (µs): the next hand-out
 of it, if the walk has not reached its job by then, holds it again."""
 
 
+def _created_naming_calendar(definition, *, origin: str, attempt: int, delivery: int) -> str | None:
+    """The calendar a created run's job names, if it is one a change re-decides
+    (origin ``scheduled``, attempt 1, ``delivery`` 0 before this hand-out)."""
+    calendar = getattr(definition, "calendar", None)
+    if calendar is None or origin != "scheduled" or attempt != 1 or delivery != 0:
+        return None
+    return calendar.name
+
+
 class Unwalked:
-    """Which runs a round must not hand out or arm yet: those of jobs a
-    calendar's walk has not passed. Reads the walks of a round's tenants
-    once, at its first candidate whose job names a calendar."""
+    """For the arming: whether a run's job names a calendar whose change is
+    being walked. Reads the walks of a round's tenant once, at its first
+    candidate whose job names a calendar."""
 
     def __init__(self, conn: Connection, caps: Capabilities) -> None:
         self._conn = conn
         self._caps = caps
-        self._after: dict[tuple[str, str], str] | None = None
-
-    def load(self, tenants: Iterable[str]) -> None:
-        """Read the walks of ``tenants`` (one statement) before asking :meth:`held`."""
-        wanted = sorted(set(tenants))
-        self._after = {} if not wanted else {
-            (r.tenant, r.calendar): r.after_job for r in self._conn.execute(
-                sa.select(calendar_walks.c.tenant, calendar_walks.c.calendar, calendar_walks.c.after_job)
-                .where(one_of(self._caps, calendar_walks.c.tenant, wanted)))
-        }  # fmt: skip
+        self._walking: dict[str, set[str]] = {}
 
     def holds(self, row, definition) -> bool:
-        """:meth:`held` for a ``scheduled`` row read with its tenant, job, origin, attempt and delivery."""
-        return self.held(row.tenant, row.job_id, definition, origin=row.origin, attempt=row.attempt,
-                         delivery=row.delivery)
-
-    def held(self, tenant: str, job_id: str, definition, *, origin: str, attempt: int, delivery: int) -> bool:
-        """Whether the run (before its hand-out: ``delivery`` its number
-        then) is a created one of a job naming a calendar whose walk has not
-        reached it. Reads the walks of ``tenant`` alone if :meth:`load` was not called."""
-        calendar = getattr(definition, "calendar", None)
-        if calendar is None or origin != "scheduled" or attempt != 1 or delivery != 0:
+        """Whether the ``scheduled`` ``row`` (read with its tenant, origin,
+        attempt and delivery) is a created run of a job naming a calendar
+        being walked."""
+        name = _created_naming_calendar(definition, origin=row.origin, attempt=row.attempt, delivery=row.delivery)
+        if name is None:
             return False
-        if self._after is None:
-            self.load([tenant])
-        after = self._after.get((tenant, calendar.name))
-        return after is not None and job_id > after
+        if row.tenant not in self._walking:
+            self._walking[row.tenant] = set(self._conn.execute(
+                sa.select(calendar_walks.c.calendar).where(calendar_walks.c.tenant == row.tenant)
+            ).scalars())  # fmt: skip
+        return name in self._walking[row.tenant]
 
 
 def hold_back(conn: Connection, caps: Capabilities, ids: list[str], at_us: int) -> None:
     """Give back runs a round took (``running`` under it, never sent) that
-    :class:`Unwalked` holds: ``scheduled`` again, their delivery taken
+    a walk has not reached: ``scheduled`` again, their delivery taken
     back, ready no sooner than :data:`HOLD_US` after ``at_us``."""
     if not ids:
         return
@@ -85,16 +88,17 @@ def hold_back(conn: Connection, caps: Capabilities, ids: list[str], at_us: int) 
 def hold_unwalked(conn: Connection, caps: Capabilities, rows: list, definition_of: Callable[[str], object],
                   at_us: int) -> set[str]:
     """Of the rows a hand-out round took (``delivery`` already counting
-    it), give back those :class:`Unwalked` holds (:func:`hold_back`) and
-    return their ids. No statement at all unless a created run's job names a
-    calendar; one read of walks, and one write if any is held, otherwise."""
-    named = [r for r in rows if r.origin == "scheduled" and r.attempt == 1 and r.delivery == 1
-             and getattr(definition_of(r.job_id), "calendar", None) is not None]  # fmt: skip
+    it), give back those whose job's calendar is being walked and the walk
+    has not passed the job (:func:`hold_back`), and return their ids."""
+    named = [r for r in rows if _created_naming_calendar(definition_of(r.job_id), origin=r.origin,
+                                                         attempt=r.attempt, delivery=r.delivery - 1)]  # fmt: skip
     if not named:
         return set()
-    unwalked = Unwalked(conn, caps)
-    unwalked.load(r.tenant for r in named)
-    held = [r.id for r in named if unwalked.held(r.tenant, r.job_id, definition_of(r.job_id), origin=r.origin,
-                                                 attempt=r.attempt, delivery=r.delivery - 1)]  # fmt: skip
+    walked_to = sa.and_(calendar_walks.c.tenant == jobs.c.tenant, calendar_walks.c.calendar == jobs.c.calendar)
+    behind = set(conn.execute(
+        sa.select(jobs.c.id).select_from(jobs.join(calendar_walks, walked_to))
+        .where(one_of(caps, jobs.c.id, sorted({r.job_id for r in named})), jobs.c.id > calendar_walks.c.after_job)
+    ).scalars())  # fmt: skip
+    held = [r.id for r in named if r.job_id in behind]
     hold_back(conn, caps, held, at_us)
     return set(held)

@@ -19,12 +19,12 @@ transaction having done nothing. A newer update overwrites ``version`` and
 from the first job (supersede).
 
 **While a walk is in progress** a created run of a job past ``after_job`` is
-decided under the old definition. :func:`unwalked` tells the hand-out and
-the arming which of their candidates those are (:mod:`.calendarhold`: one
-read of the rows of the tenants concerned, made only when a candidate's
-job names a calendar); they hold them back rather than hand them out at an
-instant the new calendar may drop or move. Armed runs of the calendar's
-jobs are disarmed when the walk begins (:func:`begin_walk`).
+decided under the old definition. The hand-out holds such runs back rather
+than hand them out at an instant the new calendar may drop or move, and the
+arming arms no created run of a calendar being walked (:mod:`.calendarhold`:
+one statement a round, sent only when a candidate's job names a calendar).
+Armed runs of the calendar's jobs are disarmed when the walk begins
+(:func:`begin_walk`).
 """
 
 from __future__ import annotations
