@@ -249,6 +249,60 @@ async def test_a_large_batch_sends_two_savepoints_and_two_writes(
     slots_hold(migrated_engine)
 
 
+async def test_a_group_of_new_jobs_is_one_statement(
+    tenants: TenantStore, jobs: JobStore, clock, migrated_engine, monkeypatch
+) -> None:
+    """On PostgreSQL a CreateJob group (fewer than 64 jobs, each its own
+    request id) records its ids, takes its units and inserts its rows in one
+    statement between BEGIN and COMMIT (two before). When that cannot take
+    the whole group (a request id seen, a payload over the limit, a dry
+    slot) it writes only the ids it recorded and the group goes on as
+    before: each item answered as alone, the quota counted exactly, the
+    rows of a tenant that does not exist never written."""
+    if migrated_engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL only: SQLite and CockroachDB keep their statements")
+    await tenants.create(Tenant(name="acme", max_jobs=1000, max_payload_bytes=100))
+    await jobs.create_many("acme", [(new_job(clock, name="warm"), "warm")])  # a fresh tenant's slot: dealt here
+    sent = _sent(monkeypatch)
+    group = [(new_job(clock, name=f"g{i}"), f"group-{i}") for i in range(12)]
+    outcomes = await jobs.create_many("acme", group)
+    assert [created for _, created in outcomes] == [True] * 12
+    assert sent == ["WITH recorded AS"], sent
+    assert counts(migrated_engine) == (13, 13, 13)
+
+    sent.clear()
+    mixed = [(new_job(clock, name="again"), "group-3"), (new_job(clock, name="m0"), "mixed-0"),
+             (new_job(clock, name="big", payload_size=101), "mixed-big"), (new_job(clock, name="m1"), "mixed-1")]
+    outcomes = await jobs.create_many("acme", mixed)
+    assert outcomes[0] == (await jobs.get("acme", outcomes[0][0].id), False)
+    assert outcomes[0][0].name == "g3"
+    assert [outcomes[1][1], outcomes[3][1]] == [True, True]
+    assert isinstance(outcomes[2], QuotaExceeded) and outcomes[2].quota == "max_payload_bytes"
+    assert sent[0] == "WITH recorded AS" and "WITH taken AS" in sent, sent  # the new ones inserted after
+    assert counts(migrated_engine) == (15, 15, 15)
+    slots_hold(migrated_engine)
+
+    with pytest.raises(NotFound):
+        await jobs.create_many("nobody", [(new_job(clock, tenant="nobody", name="x"), "x")])
+    assert counts(migrated_engine, "nobody") == (0, 0, 0)
+
+
+async def test_a_group_at_the_limit_creates_what_fits_in_order(
+    tenants: TenantStore, jobs: JobStore, clock, migrated_engine
+) -> None:
+    """A group that the slot cannot cover (here: the tenant's last units)
+    is dealt again and the first ones that fit are created, the rest
+    refused QuotaExceeded with nothing of theirs kept (no request id)."""
+    await tenants.create(Tenant(name="acme", max_jobs=10))
+    first = await jobs.create_many("acme", [(new_job(clock, name=f"a{i}"), f"a-{i}") for i in range(7)])
+    assert all(created for _, created in first)
+    outcomes = await jobs.create_many("acme", [(new_job(clock, name=f"b{i}"), f"b-{i}") for i in range(5)])
+    assert [created for _, created in outcomes[:3]] == [True] * 3
+    assert all(isinstance(o, QuotaExceeded) and o.quota == "max_jobs" for o in outcomes[3:])
+    assert counts(migrated_engine) == (10, 10, 10)
+    slots_hold(migrated_engine)
+
+
 HOSTILE_TEXTS = ['say "hi"', "back\\slash", "{braces}", "a,b", "NULL", " padded ", "", "é☃𝄞", "'quote",
                  "x" * 2000]  # fmt: skip
 

@@ -6,12 +6,18 @@
 column by column (:class:`.jobrecords.NewJobs`) and answers a created job
 with :data:`CREATED` rather than a record: no Python object per job on
 the way to the rows. Whatever the batch's size it costs a fixed number of
-statements. On PostgreSQL and CockroachDB a CreateJob group's are two: the
-request ids' insert, which reads the tenant's limits in the same statement
-(:func:`.requests.record_jobs`: a request id recorded within its window is a
-repeat, told apart without reading first), and the jobs' insert, which
-takes their units from a quota slot in the same statement
-(:data:`.quota.TAKE_FIRST`); a batch of :data:`.quota.SAVEPOINT_FROM` jobs
+statements. On PostgreSQL a CreateJob group's (fewer than 64 jobs, each its
+own request id) is one: the request ids' insert, which reads the tenant's
+limits (:func:`.requests.record_jobs`: a request id recorded within its
+window is a repeat, told apart without reading first), the units taken from
+a quota slot only when every id was recorded, and the jobs' insert only when
+they were taken (:func:`_record_and_insert`); when a request id was seen
+or a payload is over the limit, the ids it recorded come back and the
+group goes on as a batch's does, and a dry slot raises
+:class:`.quota.SlotDry` as the jobs' insert does. Otherwise (CockroachDB,
+a larger batch) two: the request ids' insert, reading the limits, and the
+jobs' insert, which takes their units from a quota slot in the same
+statement (:data:`.quota.TAKE_FIRST`); a batch of :data:`.quota.SAVEPOINT_FROM` jobs
 or more sends both under a savepoint each (never released: one round trip
 each, :func:`.driver.savepoint`), rolled back when the plain insert of
 its request ids met one already there or its slot was dry; one dealing
@@ -49,7 +55,7 @@ from .tables import request_ids as request_rows
 # statement: the jobs' insert is a CTE and the cursors' insert writes its
 # rows only once it inserted (all or none: the jobs' insert has no ON
 # CONFLICT), so one round trip still writes a group.
-_INSERT_JOBS = (
+_JOB_ROWS = (
     "ins AS (INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, "
     "tzdata_version, pause_reason, paused_at, version, created_at, updated_at, quota_slot, calendar) "
     "SELECT v.id, CAST(%(tenant)s AS TEXT), v.partition, v.name, v.state, v.spec, v.time_zone, "
@@ -58,7 +64,9 @@ _INSERT_JOBS = (
     "FROM unnest(CAST(%(ids)s AS TEXT[]), CAST(%(partitions)s AS INTEGER[]), CAST(%(names)s AS TEXT[]), "
     "CAST(%(states)s AS TEXT[]), CAST(%(specs)b AS BYTEA[]), CAST(%(zones)s AS TEXT[]), "
     "CAST(%(tzdata)s AS TEXT[]), CAST(%(calendars)s AS TEXT[])) "
-    "AS v (id, partition, name, state, spec, time_zone, tzdata_version, calendar){taken} RETURNING 1) "
+    "AS v (id, partition, name, state, spec, time_zone, tzdata_version, calendar){taken} RETURNING 1)"
+)
+_CURSOR_ROWS = (
     "INSERT INTO job_cursors (job_id, tenant, partition, state, version, next_run_at, next_due_at, run_count, "
     "next_nominal_at) "
     "SELECT c.id, CAST(%(tenant)s AS TEXT), c.partition, c.state, 1, c.next_run_at, c.next_due_at, 0, NULL "
@@ -66,6 +74,7 @@ _INSERT_JOBS = (
     "CAST(%(next_runs)s AS BIGINT[]), CAST(%(next_dues)s AS BIGINT[])) "
     "AS c (id, partition, state, next_run_at, next_due_at) WHERE EXISTS (SELECT 1 FROM ins)"
 )
+_INSERT_JOBS = _JOB_ROWS + " " + _CURSOR_ROWS
 
 # The same rows with the quota's units taken first (:data:`.quota.TAKE_FIRST`):
 # a group's update and insert in one round trip.
@@ -73,6 +82,21 @@ _TAKE_AND_INSERT_JOBS = (
     quota.TAKE_FIRST.rstrip() + ", " + _INSERT_JOBS.format(taken=" WHERE EXISTS (SELECT 1 FROM taken)")
 )
 _INSERT_JOBS = "WITH " + _INSERT_JOBS.format(taken="")
+
+# A group of fresh jobs in one statement (:func:`_record_and_insert`): the
+# request ids recorded (:data:`.requests.RECORDED_JOBS`, reading the tenant's
+# limits), the units taken only when every id was recorded (each new, its
+# payload within the limit), the rows inserted only when they were taken.
+# Otherwise nothing but the recorded ids is written, and they come back for
+# the usual decisions; no row: no such tenant.
+_RECORD_AND_INSERT_JOBS = (
+    "WITH " + requests.RECORDED_JOBS + ", taken AS (" + quota.JOBS.take_sql
+    + " AND (SELECT count(*) FROM recorded) = CAST(%(want)s AS BIGINT) RETURNING slot), "
+    + _JOB_ROWS.format(taken=" WHERE EXISTS (SELECT 1 FROM taken)") + ", cursors AS (" + _CURSOR_ROWS + " RETURNING 1) "
+    "SELECT t.max_jobs, t.max_payload_bytes, EXISTS (SELECT 1 FROM taken), "
+    "CASE WHEN EXISTS (SELECT 1 FROM taken) THEN NULL ELSE (SELECT array_agg(request_id) FROM recorded) END "
+    "FROM tenants AS t WHERE t.name = %(tenant)s"
+)
 
 Outcome = tuple[JobRecord, bool] | TickwheelError
 """What became of one item: (the job, whether this call created it), or why
@@ -124,7 +148,14 @@ def create_jobs(
         else:
             first_of[request_id] = index
     firsts = list(first_of.values())
-    limits, fresh = _record(conn, caps, batch, firsts if repeats else None, now_us)
+    if not repeats and in_one_statement(caps, len(batch), deal=deal):
+        limits, created, fresh = _record_and_insert(conn, batch, slot, partition_count, now_us)
+        if created:
+            return [CREATED] * len(batch)
+        if limits is not None and len(fresh) == len(batch):  # every id new and within the limit: the slot was dry
+            raise quota.SlotDry(tenant, slot)
+    else:
+        limits, fresh = _record(conn, caps, batch, firsts if repeats else None, now_us)
     if limits is None:
         raise NotFound("tenant", tenant)
     max_jobs, max_payload = limits
@@ -187,6 +218,37 @@ def create_jobs(
     return outcomes
 
 
+def in_one_statement(caps: Capabilities, size: int, *, deal: bool = False) -> bool:
+    """Whether a batch of ``size`` jobs, its request ids all different, is
+    first tried in one statement (:func:`_record_and_insert`): PostgreSQL,
+    where its units are taken in its insert (:func:`.quota.taken_in_insert`)
+    and its ids recorded without a savepoint (fewer than
+    :data:`.requests.OPTIMISTIC_FROM`): a CreateJob group."""
+    return caps.is_postgres and size < requests.OPTIMISTIC_FROM and quota.taken_in_insert(caps, size, deal=deal)
+
+
+def _record_and_insert(
+    conn: Connection, batch: NewJobs, slot: int, partition_count: int, now_us: int
+) -> tuple[tuple[int, int] | None, bool, set[str]]:
+    """``batch`` created in one statement if every one of its request ids
+    is new, every payload within the tenant's limit and ``slot`` can cover
+    them all: (the tenant's ``max_jobs`` and ``max_payload_bytes``, True,
+    nothing). Otherwise only the ids :func:`.requests.record_jobs` would
+    record are (limits, False, those ids), and the caller decides the rest
+    as after :func:`_record`; (None, False, nothing): no such tenant,
+    nothing written."""
+    parameters, previous = _job_parameters(batch, None, slot, partition_count, now_us)
+    triples = sorted(zip(batch.request_ids, batch.ids, batch.payload_sizes))
+    rows = driver.rows(conn, _RECORD_AND_INSERT_JOBS, parameters | requests.record_jobs_parameters(
+        batch.tenant, triples, now_us))  # fmt: skip
+    if not rows:
+        return None, False, set()
+    max_jobs, max_payload, created, recorded = rows[0]
+    if created and previous:
+        rekey_previous(conn, previous, from_us(now_us), tenant=batch.tenant)
+    return (max_jobs, max_payload), created, set(recorded or ())
+
+
 def _record(
     conn: Connection, caps: Capabilities, batch: NewJobs, chosen: list[int] | None, now_us: int
 ) -> tuple[tuple[int, int] | None, set[str]]:
@@ -223,51 +285,73 @@ def _insert_jobs(
     ``take`` (PostgreSQL and CockroachDB, :func:`.quota.taken_in_insert`)
     their units are taken from ``slot`` in the same statement, and nothing
     is inserted (None) when it could not cover them."""
+    if not caps.is_sqlite:
+        parameters, previous = _job_parameters(batch, chosen, slot, partition_count, now_us)
+        inserted = driver.rowcount(conn, _TAKE_AND_INSERT_JOBS if take else _INSERT_JOBS, parameters)
+        return previous if inserted or not take else None
+    columns, previous = _job_columns(batch, chosen, partition_count)
+    ids, partitions, states, specs, calendars = columns
+    conn.execute(jobs.insert(), [
+        dict(id=job_id, tenant=batch.tenant, partition=partition, name=name, state=state, spec=spec,
+             time_zone=zone, tzdata_version=tzdata, pause_reason="", paused_at=None, version=1,
+             created_at=now_us, updated_at=now_us, quota_slot=slot, calendar=calendar)
+        for job_id, partition, name, state, spec, zone, tzdata, calendar in zip(
+            ids, partitions, _column(batch.names, chosen), states, specs, _column(batch.zones, chosen),
+            _column(batch.tzdata, chosen), calendars,
+        )
+    ])  # fmt: skip
+    conn.execute(job_cursors.insert(), [
+        dict(job_id=job_id, tenant=batch.tenant, partition=partition, state=state, version=1,
+             next_run_at=next_run, next_due_at=next_due, run_count=0, next_nominal_at=None)
+        for job_id, partition, state, next_run, next_due in zip(
+            ids, partitions, states, _column(batch.next_runs, chosen), _column(batch.next_dues, chosen)
+        )
+    ])  # fmt: skip
+    return previous
 
-    def column(values: list) -> list:
-        return values if chosen is None else [values[i] for i in chosen]
 
-    ids = column(batch.ids)
+def _column(values: list, chosen: list[int] | None) -> list:
+    return values if chosen is None else [values[i] for i in chosen]
+
+
+def _job_columns(
+    batch: NewJobs, chosen: list[int] | None, partition_count: int
+) -> tuple[tuple[list, list, list, list, list], list[str]]:
+    """(ids, partitions, states, definitions, calendars) of ``batch``'s jobs
+    at ``chosen`` (None: every one), and the ids of those naming a calendar
+    with the rule ``previous``."""
+    ids = _column(batch.ids, chosen)
     partitions = [partition_of(job_id, partition_count) for job_id in ids]
-    next_runs = column(batch.next_runs)
+    next_runs = _column(batch.next_runs, chosen)
     if None in next_runs:
         states = ["active" if at is not None else "completed" for at in next_runs]
     else:  # every job has a next run (the usual batch)
         states = ["active"] * len(ids)
-    specs = column(batch.specs)
+    specs = _column(batch.specs, chosen)
     if calendar_named(specs):
         refs = [calendar_ref(spec) for spec in specs]
         calendars = [name for name, _ in refs]
         previous = [job_id for job_id, (_, earlier) in zip(ids, refs) if earlier]
     else:  # no definition names a calendar (the usual batch): none parsed
         calendars, previous = [""] * len(ids), []
-    if caps.is_sqlite:
-        conn.execute(jobs.insert(), [
-            dict(id=job_id, tenant=batch.tenant, partition=partition, name=name, state=state, spec=spec,
-                 time_zone=zone, tzdata_version=tzdata, pause_reason="", paused_at=None, version=1,
-                 created_at=now_us, updated_at=now_us, quota_slot=slot, calendar=calendar)
-            for job_id, partition, name, state, spec, zone, tzdata, calendar in zip(
-                ids, partitions, column(batch.names), states, specs, column(batch.zones), column(batch.tzdata),
-                calendars,
-            )
-        ])  # fmt: skip
-        conn.execute(job_cursors.insert(), [
-            dict(job_id=job_id, tenant=batch.tenant, partition=partition, state=state, version=1,
-                 next_run_at=next_run, next_due_at=next_due, run_count=0, next_nominal_at=None)
-            for job_id, partition, state, next_run, next_due in zip(
-                ids, partitions, states, next_runs, column(batch.next_dues)
-            )
-        ])  # fmt: skip
-        return previous
-    inserted = driver.rowcount(conn, _TAKE_AND_INSERT_JOBS if take else _INSERT_JOBS, dict(
+    return (ids, partitions, states, specs, calendars), previous
+
+
+def _job_parameters(
+    batch: NewJobs, chosen: list[int] | None, slot: int, partition_count: int, now_us: int
+) -> tuple[dict, list[str]]:
+    """The parameters of the jobs' insert (:data:`_INSERT_JOBS` and the
+    statements built on it) for ``batch``'s jobs at ``chosen`` (None: every
+    one), and the ids of those naming a calendar with the rule ``previous``."""
+    (ids, partitions, states, specs, calendars), previous = _job_columns(batch, chosen, partition_count)
+    return dict(
         tenant=batch.tenant, now=now_us, slot=slot, want=len(ids), ids=array_literal(ids),
-        partitions=array_literal(partitions),
-        names=array_literal(column(batch.names)), states=array_literal(states), specs=specs,
-        zones=array_literal(column(batch.zones)), next_runs=array_literal(next_runs),
-        next_dues=array_literal(column(batch.next_dues)), tzdata=array_literal(column(batch.tzdata)),
-        calendars=array_literal(calendars),
-    ))  # fmt: skip
-    return previous if inserted or not take else None
+        partitions=array_literal(partitions), names=array_literal(_column(batch.names, chosen)),
+        states=array_literal(states), specs=specs, zones=array_literal(_column(batch.zones, chosen)),
+        next_runs=array_literal(_column(batch.next_runs, chosen)),
+        next_dues=array_literal(_column(batch.next_dues, chosen)),
+        tzdata=array_literal(_column(batch.tzdata, chosen)), calendars=array_literal(calendars),
+    ), previous  # fmt: skip
 
 
 def _jobs_of_requests(conn: Connection, tenant: str, ids: list[str], now_us: int) -> dict[str, Outcome]:

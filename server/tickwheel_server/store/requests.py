@@ -82,8 +82,13 @@ _INSERT_SIZED = (
     "CAST(%(sizes)s AS BIGINT[])) AS v (request_id, target, size) "
     "WHERE v.size <= (SELECT max_payload_bytes FROM tenants WHERE name = %(tenant)s)"
 )
+RECORDED_JOBS = "recorded AS (" + _INSERT_SIZED + _ON_CONFLICT + " RETURNING request_id)"
+""":data:`_RECORD_JOBS`' insert as a CTE named ``recorded`` (its rows: the
+request ids recorded), for a statement that goes on to use them
+(:mod:`.jobcreate`'s group in one statement); parameters as
+:func:`record_jobs` binds them (:func:`record_jobs_parameters`)."""
 _RECORD_JOBS = (
-    "WITH recorded AS (" + _INSERT_SIZED + _ON_CONFLICT + " RETURNING request_id) "
+    "WITH " + RECORDED_JOBS + " "
     "SELECT t.max_jobs, t.max_payload_bytes, r.request_id FROM tenants AS t LEFT JOIN recorded AS r ON true "
     "WHERE t.name = %(tenant)s"
 )
@@ -155,12 +160,7 @@ def record_jobs(
     batch of :data:`OPTIMISTIC_FROM` or more inserted plainly first in a
     savepoint, as :func:`record`: the answer is the same."""
     triples = sorted(zip(ids, targets, sizes))
-    parameters = dict(
-        tenant=tenant, kind=JOB, created_at=now_us, cutoff=cutoff(now_us),
-        request_ids=array_literal([request_id for request_id, _, _ in triples]),
-        targets=array_literal([target for _, target, _ in triples]),
-        sizes=array_literal([size for _, _, size in triples]),
-    )  # fmt: skip
+    parameters = record_jobs_parameters(tenant, triples, now_us)
     if len(triples) >= OPTIMISTIC_FROM:
         driver.savepoint(conn)
         try:
@@ -178,6 +178,17 @@ def record_jobs(
     if not rows:
         return None, set()
     return (rows[0][0], rows[0][1]), {row[2] for row in rows if row[2] is not None}
+
+
+def record_jobs_parameters(tenant: str, triples: Sequence[tuple[str, str, int]], now_us: int) -> dict:
+    """The parameters of :data:`RECORDED_JOBS` for ``triples`` (request id,
+    job id, payload size), sorted by request id (:func:`record`'s order)."""
+    return dict(
+        tenant=tenant, kind=JOB, created_at=now_us, cutoff=cutoff(now_us),
+        request_ids=array_literal([request_id for request_id, _, _ in triples]),
+        targets=array_literal([target for _, target, _ in triples]),
+        sizes=array_literal([size for _, _, size in triples]),
+    )  # fmt: skip
 
 
 def forget(conn: Connection, tenant: str, kind: str, ids: Sequence[str]) -> None:
