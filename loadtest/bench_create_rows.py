@@ -1,6 +1,6 @@
 """Benchmark: PostgreSQL's CPU a created job, by what the create writes.
 
-Writes BatchCreateJobs calls of 1 000 jobs the way the store does (the
+Writes BatchCreateJobs calls of 1 000 jobs (``--batch``) the way the store does (the
 tree's own ``requests.record_jobs`` and ``jobcreate._insert_jobs``: the
 request ids' insert in its savepoint, and the jobs' with their cursors; the
 quota's update left out) on a throwaway PostgreSQL, migrated,
@@ -13,12 +13,16 @@ job its own name: ``bench_create.py``'s jobs of a phase share one, so
 ``jobs_tenant_name`` holds runs of equal keys); ``no_request_ids`` (the
 jobs' statement alone), ``request_ids_only``, and ``create_jobs`` (the
 whole transaction body, the quota slot's take included: its round trips
-show in ``wall_us_per_job``). Each variant in a fresh
+show in ``wall_us_per_job``), and ``create_jobs_split``: the same with a
+group's one statement split in two as on CockroachDB (the request ids',
+then the quota and the jobs': the statements before "a CreateJob group in
+one statement", loadtest/RESULTS.md). Each variant in a fresh
 database from the migrated one; rounds alternate the variants' order
 (``--rounds``) and the best round counts. The backend's CPU is read in
 clock ticks (10 ms): 60 calls resolve about 0.2 µs a job.
 
-    .venv/bin/python loadtest/bench_create_rows.py [--calls 40] [--rounds 3] [--variants as_is,…] [--smoke]
+    .venv/bin/python loadtest/bench_create_rows.py [--calls 40] [--rounds 3] [--variants as_is,…] [--batch 1000]
+                                                   [--smoke]
 
 Run it with another tree's ``PYTHONPATH`` to compare trees: the
 statements, their parameters and their Python are that tree's.
@@ -30,6 +34,7 @@ the difference to ``as_is``, and the Python's microseconds a job.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import asyncio
 import json
 import os
@@ -62,9 +67,9 @@ def backend_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_variant(url: str, variant: str, calls: int, start: int) -> tuple[float, float, float]:
+def run_variant(url: str, variant: str, calls: int, start: int, size: int = BATCH) -> tuple[float, float, float]:
     """(PostgreSQL's CPU, this thread's CPU, the wall) microseconds a job
-    over ``calls`` calls of ``variant``, each through the tree's own
+    over ``calls`` calls of ``variant`` (``size`` jobs each), each through the tree's own
     ``requests.record_jobs`` and ``jobcreate._insert_jobs``, or for
     ``create_jobs`` the whole transaction body (the quota's slot 0
     included, dealt when dry)."""
@@ -78,22 +83,24 @@ def run_variant(url: str, variant: str, calls: int, start: int) -> tuple[float, 
             conn.exec_driver_sql("CHECKPOINT")
             conn.commit()
             caps = capabilities(conn)
+            split = dataclasses.replace(caps, is_postgres=False)  # create_jobs_split: as on CockroachDB
             pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
             conn.commit()
             now_us = int(time.time() * 1_000_000)
             cpu = python = wall = 0.0
             for call in range(calls):
-                n = start + call * BATCH
+                n = start + call * size
                 batch = NewJobs(TENANT)
-                for job_id in new_job_ids(datetime.now(timezone.utc), BATCH):
+                for job_id in new_job_ids(datetime.now(timezone.utc), size):
                     n += 1
                     batch.add(job_id, f"r-{n}", f"job-{n}" if variant == "distinct_names" else "batch", SPEC, "UTC",
                               now_us + 10**12, now_us + 10**12 + n % 1000, "2025b", 15, ())  # fmt: skip
                 before, thread, began = backend_cpu_s(pid), time.thread_time(), time.perf_counter()
                 with conn.begin():
-                    if variant == "create_jobs":
-                        outcomes = jobcreate.create_jobs(conn, caps, batch, slot=0, partition_count=256, now_us=now_us)
-                        assert outcomes == [jobcreate.CREATED] * BATCH
+                    if variant in ("create_jobs", "create_jobs_split"):
+                        outcomes = jobcreate.create_jobs(conn, caps if variant == "create_jobs" else split, batch,
+                                                         slot=0, partition_count=256, now_us=now_us)  # fmt: skip
+                        assert outcomes == [jobcreate.CREATED] * size
                     else:
                         if variant != "no_request_ids":
                             requests.record_jobs(conn, TENANT, batch.request_ids, batch.ids, batch.payload_sizes,
@@ -103,7 +110,7 @@ def run_variant(url: str, variant: str, calls: int, start: int) -> tuple[float, 
                 wall += time.perf_counter() - began
                 cpu += backend_cpu_s(pid) - before
                 python += time.thread_time() - thread
-            jobs = calls * BATCH
+            jobs = calls * size
             return cpu * 1_000_000 / jobs, python * 1_000_000 / jobs, wall * 1_000_000 / jobs
     finally:
         engine.dispose()
@@ -121,12 +128,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--variants", default="", help="comma-separated variants (default: every one)")
+    parser.add_argument("--batch", type=int, default=BATCH,
+                        help="jobs a call (default 1 000; 12: a CreateJob group of bench_create's 16 clients)")
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args(argv)
     if args.smoke:
         args.calls, args.rounds = 2, 1
     variants = ["as_is", *(f"no_{index}" for index in INDEXES), "distinct_names", "no_request_ids",
-                "request_ids_only", "create_jobs"]  # fmt: skip
+                "request_ids_only", "create_jobs", "create_jobs_split"]  # fmt: skip
     if args.variants:
         variants = [v for v in variants if v in args.variants.split(",")]
         if "as_is" not in variants:
@@ -150,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                     admin.execute(f'CREATE DATABASE {name} TEMPLATE "{template}"')
                     value, python, wall = run_variant(make_url(url).set(database=name).render_as_string(hide_password=False),
                                                 variant, args.calls,
-                                                round_ * 10**7)  # fmt: skip
+                                                round_ * 10**7, args.batch)  # fmt: skip
                     admin.execute(f"DROP DATABASE {name}")
                     best[variant] = min(best.get(variant, value), value)
                     best_python[variant] = min(best_python.get(variant, python), python)
@@ -158,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         load.append(h.load_average())
     base = best["as_is"]
     print(json.dumps({
-        "benchmark": "bench_create_rows", "smoke": args.smoke, "calls": args.calls, "batch": BATCH, "rounds": args.rounds,
+        "benchmark": "bench_create_rows", "smoke": args.smoke, "calls": args.calls, "batch": args.batch, "rounds": args.rounds,
         "postgres_cpu_us_per_job": {k: round(v, 2) for k, v in best.items()},
         "minus_as_is": {k: round(v - base, 2) for k, v in best.items() if k != "as_is"},
         "python_cpu_us_per_job": {k: round(v, 2) for k, v in best_python.items()},
