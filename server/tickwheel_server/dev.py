@@ -32,6 +32,8 @@ from pathlib import Path
 from tickwheel.shared.heap import tune_collector
 from tickwheel.shared import logs
 from tickwheel.shared.logs import LOG_FORMATS
+from tickwheel.shared.secretargs import MAX_SECRET_BYTES
+from tickwheel.shared.smallfiles import MAX_SMALL_FILE_BYTES, read_small
 from tickwheel.shared.targets import LOOPBACK_NETWORKS, TargetPolicy
 from tickwheel_worker.exporters import TRACE_EXPORT_HELP
 
@@ -47,10 +49,27 @@ DEV_TENANT = "dev"
 CREDENTIALS_FILE = "dev-credentials.json"
 
 
+def _read_saved(path: Path, limit: int) -> str | None:
+    """``path``'s text (read up to ``limit``, :func:`read_small`), None when
+    it does not exist; :class:`ConfigError` naming it when it cannot be
+    read, holds more (``/dev/zero``, a FIFO written to forever) or is not
+    UTF-8, so ``tickwheel dev`` stops with one line instead of reading it
+    forever."""
+    try:
+        return read_small(path, limit).decode("utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read it: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+
+
 def _admin_token(data: Path) -> str:
     path = data / "admin-token"
-    if path.exists():
-        return path.read_text().strip()
+    saved = _read_saved(path, MAX_SECRET_BYTES)
+    if saved is not None:
+        return saved.strip()
     token = "twa_" + secrets.token_urlsafe(32)  # a prefix, like twk_ and tww_: never starts with "-" on a command line
     path.write_text(token + "\n")
     path.chmod(0o600)
@@ -61,7 +80,15 @@ async def _credentials(server: TickwheelServer, data: Path) -> dict[str, str]:
     """The dev tenant's API key and worker credential: the saved ones when they
     still verify, new ones otherwise."""
     path = data / CREDENTIALS_FILE
-    saved = json.loads(path.read_text()) if path.exists() else {}
+    text = _read_saved(path, MAX_SMALL_FILE_BYTES)
+    try:
+        saved = {} if text is None else json.loads(text)
+    except ValueError as error:
+        log.warning("%s is not valid JSON (%s): new credentials replace it", path, error)
+        saved = {}
+    if not isinstance(saved, dict):
+        log.warning("%s is not a JSON object: new credentials replace it", path)
+        saved = {}
     stores = server.stores
     try:
         _, issued = await stores.tenants.create(Tenant(name=DEV_TENANT), key_description="tickwheel dev")

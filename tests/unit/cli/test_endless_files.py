@@ -6,7 +6,8 @@ of reading (and holding) it forever.
 
 Covered: ``tickwheel job import`` (its lines), the CLI's ``--ca-cert`` and
 ``--dev`` folder, the server's ``--config`` and ``--admin-token-file``, the
-worker's ``--tls-ca`` and ``--dev`` folder, and the SDK's
+worker's ``--tls-ca`` and ``--dev`` folder, ``tickwheel dev``'s own
+``admin-token`` and ``dev-credentials.json``, and the SDK's
 ``TlsOptions.from_files``. Bounded before, and tested where they were
 bounded: ``--payload-file`` and ``--file`` of ids (test_cli_jobs,
 test_cli_jobbulk), ``apply -f`` (test_cli_apply), ``--holidays-ics``,
@@ -15,6 +16,7 @@ secret files (``read_secret_file``).
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import threading
@@ -25,7 +27,9 @@ import pytest
 from tickwheel.options import TlsOptions
 from tickwheel.shared.smallfiles import MAX_SMALL_FILE_BYTES
 from tickwheel_server.cli.jobimport import MAX_SKIPPED_LINE_BYTES
+from tickwheel.shared.secretargs import MAX_SECRET_BYTES
 from tickwheel_server.config import ConfigError, load_server_config
+from tickwheel_server.dev import run_dev
 from tickwheel_worker.cli import worker_main
 
 from tests.unit.test_webhook_config import ENV, server_args
@@ -96,6 +100,24 @@ def test_the_servers_files_refuse_what_never_ends(tmp_path, make) -> None:
         load_server_config(server_args("--config", path), ENV)
     with pytest.raises(ConfigError, match="more than"):
         load_server_config(server_args("--admin-token-file", path), {})
+
+
+@pytest.mark.parametrize("make", ["/dev/zero", "large"])
+@pytest.mark.parametrize("name", ["admin-token", "dev-credentials.json"])
+async def test_tickwheel_devs_own_files_refuse_what_never_ends(tmp_path, make, name) -> None:
+    """``tickwheel dev`` reads its data folder's admin token before the
+    server starts and its saved credentials after: either one without end
+    stops it with the file named (``dev_main`` prints the ConfigError as
+    one line, exit 1), the server stopped again."""
+    size = MAX_SECRET_BYTES if name == "admin-token" else MAX_SMALL_FILE_BYTES
+    path = "/dev/zero" if make == "/dev/zero" else str(sparse(tmp_path / "big", size + 1))
+    folder = tmp_path / "dev"
+    folder.mkdir()
+    (folder / name).symlink_to(path)
+    with pytest.raises(ConfigError, match="more than") as raised:
+        # A guard, not a timing: a dev server that read the file would serve until stopped.
+        await asyncio.wait_for(run_dev("127.0.0.1:0", folder, http_listen="", stop=asyncio.Event()), 120)
+    assert str(folder / name) in str(raised.value)
 
 
 @pytest.mark.parametrize("make", ["/dev/zero", "large"])
