@@ -146,7 +146,8 @@ async def test_batch_pause_holds_and_batch_resume_releases_as_the_single_calls(w
     w.clock.advance(30)  # still within the misfire threshold of `ahead`
     now = w.clock.now()
     resumed = await w.jobs.resume_many(
-        "acme", [(one.id, lambda record: resume_span(record, now)), (one.id, lambda record: resume_span(record, now))],
+        "acme", [(one.id, lambda record, cal: resume_span(record, now, None, cal)),
+         (one.id, lambda record, cal: resume_span(record, now, None, cal))],
         now=now, tzdata_version="2026b",
     )
     (first, _, released), (again, _, released_again) = resumed

@@ -32,12 +32,16 @@ from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
 from ..auth.authenticator import Authenticator, api_key_actor
 from ..auth.ratelimit import Meter, to_its_end, to_thread_to_its_end
 from ..coalescer import CreateCoalescer
-from ..errors import FailedPrecondition, FieldViolation, InvalidArgument, QuotaExceeded, TickwheelError, VersionConflict
+from ..errors import (
+    FailedPrecondition, FieldViolation, InvalidArgument, NotFound, QuotaExceeded, TickwheelError, VersionConflict,
+)
 from ..policy import jobchanges
+from ..policy.calendarplan import resume_instants
 from ..policy.jobchanges import PausedSpan, UpdatePlan, resume_late_limit
-from ..jobspec import CALENDAR_NAME, JobDefinition, schedule_of
+from ..jobspec import CALENDAR_NAME, JobDefinition, calendar_column, schedule_of
 from ..schedule import Schedule, ScheduleError, next_fire, tzdata_version
 from ..schedule import validate as validate_schedule
+from ..schedule.businessdays import BusinessCalendar
 from ..store.alerts import AlertStore
 from ..store.calendars import CalendarStore
 from ..store.deadletters import DeadLetterStore
@@ -301,9 +305,14 @@ def update_item(
     )
 
 
-def resume_span(record: JobRecord, now: datetime, meter: Meter | None = None) -> PausedSpan:
+def resume_span(
+    record: JobRecord, now: datetime, meter: Meter | None = None, calendar: BusinessCalendar | None = None
+) -> PausedSpan:
     """Decode a paused job's schedule, then
-    :func:`~tickwheel_server.policy.jobchanges.resume_plan`.
+    :func:`~tickwheel_server.policy.jobchanges.resume_plan`, its
+    occurrences' lateness judged by the instants ``calendar`` (the one the
+    job names, None when it names none or it is gone) moves them to
+    (:func:`~tickwheel_server.policy.calendarplan.resume_instants`).
     CPU-bound for long spans: with ``meter``, a job with a span to count is
     refused (QuotaExceeded) when its call's earlier work has used up what
     the tenant's bucket held (:meth:`Meter.admit`), and the fires counted
@@ -313,10 +322,14 @@ def resume_span(record: JobRecord, now: datetime, meter: Meter | None = None) ->
     job = convert.stored_job(record)
     schedule = schedule_of(job, record.id)
     definition = JobDefinition.parse(record.id, record.version, record.spec)
+    due_of = reach_of = None
+    if calendar is not None and definition.calendar is not None:
+        due_of, reach_of = resume_instants(calendar, definition.calendar, schedule)
     try:
         span = jobchanges.resume_plan(
             schedule, record, now, threshold=job.misfire_threshold.ToTimedelta(),
             late_limit=resume_late_limit(definition.misfire_policy, definition.run_all_limit),
+            due_of=due_of, reach_of=reach_of,
         )
     except ScheduleError as error:
         raise validate.schedule_error(error) from None
@@ -440,6 +453,17 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     def creates(self) -> CreateCoalescer:
         """The coalescer CreateJob calls are grouped in (tests read its counts)."""
         return self._creates
+
+    async def _calendar_of(self, tenant: str, record: JobRecord) -> BusinessCalendar | None:
+        """The calendar ``record`` names, decoded; None when it names none or
+        the calendar is gone (its claim then quarantines the job)."""
+        name = calendar_column(record.spec)
+        if not name:
+            return None
+        try:
+            return await self._calendars.store.decoded(tenant, name)
+        except NotFound:
+            return None
 
     async def _absent_calendars(self, tenant: str, names: list[str]) -> set[str]:
         """Those of ``names`` (empty ones ignored) that are not calendars of ``tenant``: one store read."""
@@ -827,7 +851,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         async with self._auth.metered(tenant) as meter:
             results, done = await to_its_end(apply_batch(
                 request.items, scheduler_pb2.BatchResumeJobsResult,
-                lambda item: (_required(item.id, "id"), lambda record: resume_span(record, now, meter)),
+                lambda item: (_required(item.id, "id"), lambda record, cal: resume_span(record, now, meter, cal)),
                 lambda work, check: self._jobs.resume_many(
                     tenant.name, work, now=now, tzdata_version=tzdata_version(), check=check
                 ),
@@ -864,8 +888,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             if record.state != "paused":
                 return scheduler_pb2.ResumeJobResponse(job=convert.job_to_proto(record))
             now = self._clock.now()
+            cal = await self._calendar_of(tenant.name, record)
             async with self._metered(tenant, has_span(record, now)) as meter:
-                span = await to_thread_to_its_end(resume_span, record, now, meter)
+                span = await to_thread_to_its_end(resume_span, record, now, meter, cal)
             try:
                 resumed, skip, released = await self._jobs.resume(
                     tenant.name, job_id, expected_version=record.version, span=span,

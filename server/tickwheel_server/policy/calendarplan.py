@@ -19,9 +19,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from ..schedule import Fire, Schedule, next_fire
+from ..schedule import Fire, Schedule, ScheduleError, next_fire
 from ..schedule.businessdays import BusinessCalendar
-from ..schedule.calendarrule import CalendarRule, Decision, Verdict, decide, decide_previous
+from ..schedule.calendarrule import CalendarRule, Decision, Verdict, decide, decide_previous, reached_at
 from .claim import Plan, PlannedExecution, PlannedSkip
 
 
@@ -129,3 +129,49 @@ def rule_decider(
     return lambda execution, following: decide(
         cal, ref.name, ref.rule, execution.nominal_at, execution.due_at, zone=schedule.zone, next_nominal_at=following
     )
+
+
+Instant = Callable[[Fire], datetime]
+
+_RULE_ERRORS = (ScheduleError, LookupError, ValueError, OverflowError)
+
+
+def resume_instants(cal: BusinessCalendar, ref, schedule: Schedule) -> tuple[Instant | None, Instant | None]:
+    """For a resume's paused span (:func:`~.jobchanges.paused_span`'s
+    ``due_of`` and ``reach_of``) of a job naming calendar ``ref`` (``cal``)
+    with ``schedule``: when an occurrence is due as the calendar leaves it
+    (the instant a user sees: moved by ``next`` or ``previous``, the fire's
+    own otherwise), which is what its lateness is judged by, as the claim
+    judges it; and when it came due (a ``previous`` move: its moved instant,
+    before its nominal one; None: the nominal instant). The moves are the
+    rule's own, not limited by the resume's instant (``not_before`` None):
+    whether a move into the past still runs is the resume's threshold to
+    say. An occurrence the rule cannot compute keeps its own instants (the
+    claim then quarantines the job)."""
+    if ref.rule is CalendarRule.NEXT:
+
+        def decision(fire: Fire) -> Decision:
+            return decide(cal, ref.name, ref.rule, fire.nominal_at, fire.due_at, zone=schedule.zone, next_nominal_at=None)
+
+    elif ref.rule is CalendarRule.PREVIOUS:
+
+        def decision(fire: Fire) -> Decision:
+            return decide_previous_for(cal, ref.name, schedule, fire.nominal_at, fire.due_at, None)
+
+    else:
+        return None, None
+
+    def due_of(fire: Fire) -> datetime:
+        try:
+            decided = decision(fire)
+        except _RULE_ERRORS:
+            return fire.due_at
+        return decided.due_at if decided.verdict is Verdict.RUN and decided.due_at is not None else fire.due_at
+
+    def reach_of(fire: Fire) -> datetime:
+        try:
+            return reached_at(decision(fire), fire.nominal_at, fire.due_at)
+        except _RULE_ERRORS:
+            return fire.nominal_at
+
+    return due_of, reach_of if ref.rule is CalendarRule.PREVIOUS else None

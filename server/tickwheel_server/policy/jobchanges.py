@@ -14,8 +14,9 @@ Where the cursor goes:
   so far.
 - **Resume** (:func:`resume_plan`, :func:`paused_span`). The paused span's
   occurrences still within the job's misfire threshold (its most recent,
-  at most :func:`resume_late_limit`) run late: the cursor starts at the
-  earliest of them. The older ones become one skip range; with none late
+  at most :func:`resume_late_limit`; judged by the instant the job's
+  calendar moved each to, when it names one) run late: the cursor starts
+  at the earliest of them. The older ones become one skip range; with none late
   the cursor is the first occurrence after ``now``.
 
 What happens to the executions not started. Three rules:
@@ -384,14 +385,22 @@ def _last_fires_at_or_before(schedule: Schedule, now: datetime, floor: datetime,
         width *= 2
 
 
-def _late_tail(tail: Sequence[Fire], now: datetime, threshold: timedelta | None, late_limit: int) -> int:
-    """How many of ``tail``'s last fires (at most ``late_limit``) are within
-    ``threshold`` of ``now`` (not missed), counting back from the newest."""
+def _own_due(fire: Fire) -> datetime:
+    return fire.due_at
+
+
+def _late_tail(
+    tail: Sequence[Fire], now: datetime, threshold: timedelta | None, late_limit: int,
+    due_of: Callable[[Fire], datetime] = _own_due,
+) -> int:
+    """How many of ``tail``'s last fires (at most ``late_limit``) are due
+    (``due_of``) within ``threshold`` of ``now`` (not missed), counting back
+    from the newest."""
     if threshold is None or late_limit < 1:
         return 0
     late = 0
     for fire in reversed(tail):
-        if late == late_limit or is_missed(fire.due_at, now=now, threshold=threshold):
+        if late == late_limit or is_missed(due_of(fire), now=now, threshold=threshold):
             break
         late += 1
     return late
@@ -399,7 +408,8 @@ def _late_tail(tail: Sequence[Fire], now: datetime, threshold: timedelta | None,
 
 def paused_span(
     schedule: Schedule, cursor: Fire, now: datetime, runs_so_far: int, *, limit: int = MAX_COUNTED_SKIPS,
-    threshold: timedelta | None = None, late_limit: int = 0,
+    threshold: timedelta | None = None, late_limit: int = 0, due_of: Callable[[Fire], datetime] | None = None,
+    reach_of: Callable[[Fire], datetime] | None = None,
 ) -> PausedSpan:
     """What a pause kept from running, and where the job resumes. Pure.
 
@@ -419,6 +429,14 @@ def paused_span(
     (a held execution) or not, an occurrence that came due while paused
     runs late when the resume is within the threshold of its due instant.
 
+    A job's calendar (``policy.calendarplan.resume_instants``) moves
+    occurrences: ``due_of(fire)`` is when one is due as moved (None: its own
+    ``due_at``), what lateness is judged by, as the claim judges it (a
+    Saturday's run moved to Monday is not missed by a resume on Sunday);
+    ``reach_of(fire)``, at or before its nominal instant, when it came due
+    (a ``previous`` move to the Friday before a Monday: a resume after
+    Friday's run finds it in the span; None: the nominal instant).
+
     Bounded: at most ``limit`` (:data:`MAX_COUNTED_SKIPS`) occurrences are
     counted one by one. A longer span (a job every minute paused for more
     than ~70 days) is recorded with ``count`` = ``limit`` (what was counted,
@@ -427,33 +445,40 @@ def paused_span(
     after it), and the cursor still the first after ``now`` or the first
     late one. ``max_runs`` then counts the recorded ``count`` only.
     """
-    if cursor.nominal_at > now:
+    def came_due(fire: Fire) -> bool:  # the reach only matters after now: it is never after the nominal instant
+        return fire.nominal_at <= now or (reach_of is not None and reach_of(fire) <= now)
+
+    if not came_due(cursor):
         return PausedSpan(cursor, None)
+    due = due_of or _own_due
     tail: collections.deque[Fire] = collections.deque([cursor], maxlen=max(late_limit, 0) + 1)
     count = 1
     fire = next_fire(schedule, cursor.nominal_at, runs_so_far + count)
-    while fire is not None and fire.nominal_at <= now:
+    while fire is not None and came_due(fire):
         if count >= limit:
             found = _last_fires_at_or_before(schedule, now, tail[-1].nominal_at, tail.maxlen or 1)
             tail.extend(found)
             following = next_fire(schedule, now, runs_so_far + count)
-            return _span_of(cursor, list(tail), count, following, now, threshold, late_limit, uncounted=len(found))
+            return _span_of(
+                cursor, list(tail), count, following, now, threshold, late_limit, due, uncounted=len(found)
+            )
         count += 1
         tail.append(fire)
         fire = next_fire(schedule, fire.nominal_at, runs_so_far + count)
-    return _span_of(cursor, list(tail), count, fire, now, threshold, late_limit)
+    return _span_of(cursor, list(tail), count, fire, now, threshold, late_limit, due)
 
 
 def _span_of(
     cursor: Fire, tail: list[Fire], count: int, following: Fire | None, now: datetime,
-    threshold: timedelta | None, late_limit: int, *, uncounted: int | None = None,
+    threshold: timedelta | None, late_limit: int, due_of: Callable[[Fire], datetime] = _own_due, *,
+    uncounted: int | None = None,
 ) -> PausedSpan:
     """The span from ``cursor`` whose last fires are ``tail``, ``count`` of
     them counted one by one (``uncounted``: the span was capped, and that
     many of ``tail``'s last ones were found by the backward search, not
     counted), ``following`` the first after ``now``: its late ones run."""
     capped = uncounted is not None
-    late = _late_tail(tail, now, threshold, late_limit)
+    late = _late_tail(tail, now, threshold, late_limit, due_of)
     if late == 0:
         skipped = SkippedSpan(cursor.nominal_at, tail[-1].nominal_at, count)
         return PausedSpan(following, skipped, capped=capped, late_limit=late_limit)
@@ -479,16 +504,18 @@ def resume_late_limit(policy: str, run_all_limit: int) -> int:
 
 
 def resume_plan(
-    schedule: Schedule, job: StoredCursor, now: datetime, *, threshold: timedelta, late_limit: int
+    schedule: Schedule, job: StoredCursor, now: datetime, *, threshold: timedelta, late_limit: int,
+    due_of: Callable[[Fire], datetime] | None = None, reach_of: Callable[[Fire], datetime] | None = None,
 ) -> PausedSpan:
     """:func:`paused_span` for a paused job as stored at its resume,
     ``schedule`` its decoded schedule, ``threshold`` its misfire threshold
     and ``late_limit`` how many late occurrences may run
-    (:func:`resume_late_limit`): nothing when
+    (:func:`resume_late_limit`), ``due_of`` and ``reach_of`` what its
+    calendar makes of an occurrence: nothing when
     the job has no cursor (its schedule ended). CPU-bound for long spans."""
     if job.next_run_at is None:
         return PausedSpan(None, None)
     return paused_span(
         schedule, _cursor_fire(job.next_run_at, job.next_due_at), now, job.run_count,
-        threshold=threshold, late_limit=late_limit,
+        threshold=threshold, late_limit=late_limit, due_of=due_of, reach_of=reach_of,
     )

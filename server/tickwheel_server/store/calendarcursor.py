@@ -20,7 +20,7 @@ as a ``calendar`` skip when the claim reaches it), as the rule says.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -128,3 +128,15 @@ def _scan_key(row, spec: JobDefinition, cal: BusinessCalendar | None, now: datet
     if reached < nominal:
         return to_us(reached), nominal_us
     return nominal_us, None
+
+
+def calendars_named(conn: Connection, tenant: str, specs: Iterable[bytes]) -> dict[str, BusinessCalendar]:
+    """The calendars of ``tenant`` the stored definitions ``specs`` name, by
+    name, read in this transaction (nothing read when none names one; one
+    SELECT of their versions and one of their definitions otherwise). A
+    calendar that is gone or does not decode is left out."""
+    names = {calendar_ref(spec)[0] for spec in specs} - {""}
+    if not names:
+        return {}
+    loaded = CalendarCache().load(conn, {(tenant, name) for name in names})
+    return {name: cal for (_, name), cal in loaded.items()}

@@ -51,10 +51,11 @@ from ..jobspec import calendar_column, calendar_ref
 from ..policy.jobchanges import (
     CursorView, PausedSpan, Pending, Reschedule, SkippedSpan, expired_at_resume, row_refresh,
 )
+from ..schedule.businessdays import BusinessCalendar
 from . import manualslots, quota
 from .arming import disarm_jobs
 from .base import chunks, one_of
-from .calendarcursor import rekey_previous
+from .calendarcursor import calendars_named, rekey_previous
 from .engine import Capabilities
 from .isolation import wake_keys
 from .history import SkipRecord
@@ -100,10 +101,11 @@ UpdateOutcome = tuple[JobRecord, int] | TickwheelError
 PauseOutcome = tuple[JobRecord, int] | TickwheelError
 """(the job after the item, executions it held), or NotFound."""
 
-ResumeDecide = Callable[[JobRecord], PausedSpan]
+ResumeDecide = Callable[[JobRecord, BusinessCalendar | None], PausedSpan]
 """A paused job's span, counted with the schedule engine from the job as the
-transaction sees it (a raised TickwheelError is the item's answer). Called
-under the job's lock, perhaps more than once: it decides from its argument."""
+transaction sees it and the calendar it names (None: none, or gone), read
+in the transaction (a raised TickwheelError is the item's answer). Called
+under the job's lock, perhaps more than once: it decides from its arguments."""
 
 ResumeOutcome = tuple[JobRecord, SkipRecord | None, int] | TickwheelError
 """(the job after the item, the skip range recorded or None, executions released), or the item's error."""
@@ -341,13 +343,16 @@ _WRITE_PAUSE = (
 )
 
 
-def rekey_written(conn: Connection, tenant: str, records: Iterable[JobRecord], now_us: int) -> None:
+def rekey_written(
+    conn: Connection, tenant: str, records: Iterable[JobRecord], now_us: int, *, not_before: datetime | None = None
+) -> None:
     """After their rows were written with nominal cursors: the scan keys of
     those of ``records`` naming a calendar whose rule is ``previous``
-    (:func:`.calendarcursor.rekey_previous`; nothing read for the others)."""
+    (:func:`.calendarcursor.rekey_previous`, never moved before
+    ``not_before``, default the write's instant; nothing read for the others)."""
     previous = [record.id for record in records if calendar_ref(record.spec)[1]]
     if previous:
-        rekey_previous(conn, previous, from_us(now_us), tenant=tenant)
+        rekey_previous(conn, previous, from_us(now_us) if not_before is None else not_before, tenant=tenant)
 
 
 def pause_jobs(
@@ -454,7 +459,8 @@ def apply_resume(
         next_due_at=None if next_fire is None else next_fire.due_at, run_count=run_count,
         version=current.version + 1,
     )])  # fmt: skip
-    rekey_written(conn, current.tenant, [current], now_us)
+    # A late one runs at the instant its calendar moved it to, though past (the span's rule, not the write's).
+    rekey_written(conn, current.tenant, [current], now_us, not_before=decided_at - threshold)
     return get_job(conn, current.tenant, job_id), skip, released
 
 
@@ -468,6 +474,7 @@ def resume_jobs(
     answered unchanged; otherwise its span decided from the locked record
     and :func:`apply_resume` applied."""
     current = lock_jobs(conn, caps, tenant, [job_id for job_id, _ in items])
+    named = calendars_named(conn, tenant, [record.spec for record in current.values() if record.state == "paused"])
     outcomes: list[ResumeOutcome] = []
     for job_id, decide in items:
         record = current.get(job_id)
@@ -478,7 +485,7 @@ def resume_jobs(
             outcomes.append((record, None, 0))
             continue
         try:
-            span = decide(record)
+            span = decide(record, named.get(calendar_column(record.spec)))
         except TickwheelError as error:
             outcomes.append(error)
             continue

@@ -322,6 +322,45 @@ def test_a_late_occurrence_is_judged_by_its_due_instant() -> None:
     assert (missed.next_fire, missed.skipped) == (None, SkippedSpan(DAY0 + HOUR, DAY0 + HOUR, 1))
 
 
+def test_a_calendars_moves_decide_what_came_due_and_how_late() -> None:
+    """Hourly from 01:00; the 02:00 moved a day later (``next``) or to
+    00:30 (``previous``), as ``resume_instants`` would: lateness is the
+    moved instant's, and a run moved before now came due though its
+    nominal instant is ahead."""
+    job = Stored("paused", DAY0 + HOUR)
+    hourly = cron("0 * * * *")
+    later = {DAY0 + 2 * HOUR: DAY0 + 26 * HOUR}
+
+    def moved_later(fire: Fire) -> datetime:
+        return later.get(fire.nominal_at, fire.due_at)
+
+    plain = resume_plan(hourly, job, DAY0 + 2 * HOUR + 30 * MINUTE, threshold=THRESHOLD, late_limit=10)
+    assert plain.skipped == SkippedSpan(DAY0 + HOUR, DAY0 + 2 * HOUR, 2)
+    moved = resume_plan(hourly, job, DAY0 + 2 * HOUR + 30 * MINUTE, threshold=THRESHOLD, late_limit=10,
+                        due_of=moved_later)
+    assert (moved.next_fire.nominal_at, moved.skipped) == (DAY0 + 2 * HOUR, SkippedSpan(DAY0 + HOUR, DAY0 + HOUR, 1))
+    # ``previous``: 03:00 moved to 02:30, reached then; resumed at 02:30:30 it runs late, at 02:32 it is skipped.
+    earlier = {DAY0 + 3 * HOUR: DAY0 + 2 * HOUR + 30 * MINUTE}
+
+    def moved_earlier(fire: Fire) -> datetime:
+        return earlier.get(fire.nominal_at, fire.due_at)
+
+    def reach(fire: Fire) -> datetime:
+        return min(fire.nominal_at, moved_earlier(fire))
+
+    cursor = Stored("paused", DAY0 + 3 * HOUR)
+    late = resume_plan(hourly, cursor, DAY0 + 2 * HOUR + 30 * MINUTE + 30 * SECOND, threshold=THRESHOLD,
+                       late_limit=10, due_of=moved_earlier, reach_of=reach)
+    assert (late.next_fire.nominal_at, late.skipped, late.after.nominal_at) == (DAY0 + 3 * HOUR, None, DAY0 + 4 * HOUR)
+    missed = resume_plan(hourly, cursor, DAY0 + 2 * HOUR + 32 * MINUTE, threshold=THRESHOLD, late_limit=10,
+                         due_of=moved_earlier, reach_of=reach)
+    assert (missed.next_fire.nominal_at, missed.skipped) == (
+        DAY0 + 4 * HOUR, SkippedSpan(DAY0 + 3 * HOUR, DAY0 + 3 * HOUR, 1)
+    )
+    # Without the reach (main's rule) the cursor is ahead: nothing came due.
+    assert resume_plan(hourly, cursor, DAY0 + 2 * HOUR + 32 * MINUTE, threshold=THRESHOLD, late_limit=10).skipped is None
+
+
 def test_a_resume_before_the_cursor_keeps_the_stored_due_instant() -> None:
     job = Stored("paused", DAY0 + MINUTE, DAY0 + MINUTE + 7 * SECOND)
     got = resume_plan(EVERY_MINUTE, job, DAY0, threshold=THRESHOLD, late_limit=10)
