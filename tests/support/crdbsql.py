@@ -7,7 +7,11 @@ CockroachDB accepts are deliberately not here: ``FOR UPDATE SKIP LOCKED``
 (v22.2, cockroach#85720), ``ON CONFLICT ON CONSTRAINT`` (v22.1,
 cockroach#73460), ``CREATE INDEX CONCURRENTLY`` (in its CREATE INDEX
 synopsis; its schema changes are online anyway), ``unnest`` of several
-arrays, ``LATERAL``, ``= ANY (array)``.
+arrays, ``LATERAL``, ``= ANY (array)``, row comparisons (``(a, b) > (x,
+y)``: its "Scalar expressions", tuple comparison), ``SAVEPOINT`` and
+``ROLLBACK TO SAVEPOINT`` with the savepoint never released (nested
+savepoints since v20.1; a rollback to one keeps it, as PostgreSQL does),
+partial indexes (``CREATE INDEX … WHERE``, v20.2) with ``DESC`` keys.
 
 :func:`violations` looks at one SQL text; :func:`transaction_violations`
 at the statements a client sent, in order, for a schema change that shares
@@ -60,6 +64,24 @@ FEATURES = (
         "jit setting", re.compile(r"\bSET\s+(?:LOCAL\s+|SESSION\s+)?jit\s*(?:=|\bTO\b)|\bset_config\s*\(\s*'jit'", re.I),
         "PostgreSQL's JIT: not among the session variables of CockroachDB's 'SET (session variable)' page "
         "(v19.1 to v24.3); the store turns it off at connect time on PostgreSQL only (store/engine.py)",
+    ),
+    Feature(
+        "storage parameter",
+        re.compile(
+            r"\bALTER\s+(?:TABLE|INDEX)\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?[\w.\"{}]+\s+(?:RE)?SET\s*\("
+            r"|\bWITH\s*\(\s*(?:fillfactor|deduplicate_items|autovacuum_\w+|toast[._]\w+|parallel_workers|vacuum_\w+"
+            r"|log_autovacuum_min_duration|buffering|fastupdate|gin_pending_list_limit|pages_per_range)\s*=",
+            re.I,
+        ),
+        "CockroachDB's 'WITH (storage parameter)' page (v23.1 to v26.2): its own table and index parameters "
+        "(bucket_count, ttl_*, ...; fillfactor and autovacuum_enabled accepted and ignored); PostgreSQL's "
+        "deduplicate_items, autovacuum_* thresholds and the rest are not among them. An ALTER TABLE/INDEX "
+        "... SET (...) of them is PostgreSQL's tuning, run in a PostgreSQL-only branch",
+    ),
+    Feature(
+        "maintenance command", re.compile(r"(?:^|;)\s*(?:VACUUM|CLUSTER|REINDEX)\s+[\w(\"]", re.I),
+        "PostgreSQL's VACUUM, CLUSTER and REINDEX: CockroachDB has none (its MVCC garbage goes after the zone's "
+        "gc.ttlseconds; indexes are never rebuilt by hand)",
     ),
     Feature(
         "pg_ function", re.compile(r"\bpg_\w+\s*\(", re.I),
