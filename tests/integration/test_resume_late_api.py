@@ -20,7 +20,7 @@ import asyncio
 from datetime import datetime, timedelta, timezone
 
 import grpc
-from tickwheel.v1 import execution_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
+from tickwheel.v1 import calendar_pb2, execution_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tests.support.workers import builtin_handlers, running_worker
 
@@ -210,3 +210,39 @@ async def test_a_paused_minutely_job_skips_the_expired_runs_the_late_one_then_th
         assert states == {n1: "SKIP_REASON_JOB_PAUSED", n2: "succeeded", n3: "succeeded"}
         assert [e for e in executions if _at(e.nominal_at) < n1] == []
         assert len([e for e in executions if _at(e.nominal_at) in (n2, n3)]) == 2  # each once
+
+
+async def test_a_calendar_job_resumed_after_its_nominal_instant_runs_at_its_moved_one(server) -> None:
+    """A one-off at N (more than the look-ahead away: never claimed while
+    paused) on a holiday of its calendar, so due a day later (``next``);
+    paused at once, resumed after N plus its 1 s threshold: the claim
+    creates its run, due at the moved instant (the ResumeJob read the
+    calendar). It was a ``job_paused`` skip, a day before it was due."""
+    key = await server.create_tenant("acme")
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        api = Api(channel, key)
+        nominal = (datetime.now(timezone.utc) + timedelta(seconds=65)).replace(microsecond=0)
+        moved = nominal + timedelta(days=1)
+        await api.scheduler.CreateCalendar(calendar_pb2.CreateCalendarRequest(
+            calendar=calendar_pb2.Calendar(
+                name="days", time_zone="UTC", business_days=[1, 2, 3, 4, 5, 6, 7],
+                holidays=[nominal.date().isoformat()],
+            ),
+            request_id="cal-1",
+        ), metadata=api.meta)  # fmt: skip
+        job = _once("moved", nominal, timedelta(seconds=1))
+        job.calendar.name, job.calendar.rule = "days", job_pb2.CALENDAR_RULE_NEXT
+        created = await api.create(job, "r1")
+        assert (await api.pause(created.id)).held_executions == 0
+        assert datetime.now(timezone.utc) < nominal - timedelta(seconds=60), "paused before the claim reached it"
+        await _sleep_until(nominal + timedelta(seconds=3))
+        resumed = await api.resume(created.id)
+        assert not resumed.HasField("skipped") and _at(resumed.job.next_run_at) == nominal
+        deadline = asyncio.get_running_loop().time() + WAIT
+        while not (executions := (await api.history(created.id))[0]):
+            assert asyncio.get_running_loop().time() < deadline, "the claim created no run"
+            await asyncio.sleep(0.1)
+        [execution] = executions
+        assert (_at(execution.nominal_at), _at(execution.due_at)) == (nominal, moved)
+        assert execution.status == job_pb2.EXECUTION_STATUS_SCHEDULED and not execution.attempts
+        assert not (await api.history(created.id))[1]  # no skip range
