@@ -70,7 +70,8 @@ class Api:
         )).job  # fmt: skip
 
     async def pause(self, job_id: str) -> scheduler_pb2.PauseJobResponse:
-        return await self.scheduler.PauseJob(scheduler_pb2.PauseJobRequest(id=job_id, reason="test"), metadata=self.meta)
+        request = scheduler_pb2.PauseJobRequest(id=job_id, reason="test")
+        return await self.scheduler.PauseJob(request, metadata=self.meta)
 
     async def resume(self, job_id: str) -> scheduler_pb2.ResumeJobResponse:
         return await self.scheduler.ResumeJob(scheduler_pb2.ResumeJobRequest(id=job_id), metadata=self.meta)
@@ -82,13 +83,24 @@ class Api:
         assert not reply.next_page_token
         return list(reply.executions), list(reply.skips)
 
+    async def claimed(self, job_id: str) -> list[execution_pb2.Execution]:
+        """The executions of ``job_id`` once there is one (polled)."""
+        deadline = asyncio.get_running_loop().time() + WAIT
+        while not (found := (await self.history(job_id))[0]):
+            assert asyncio.get_running_loop().time() < deadline, f"no run of {job_id} was created"
+            await asyncio.sleep(0.05)
+        return found
+
     async def succeeded(self, job_id: str, nominal: datetime) -> execution_pb2.Execution:
         """The execution of ``job_id`` at ``nominal`` once it succeeded (polled as a user would)."""
-        deadline = asyncio.get_running_loop().time() + WAIT + max(0.0, (nominal - datetime.now(timezone.utc)).total_seconds())
+        ahead = max(0.0, (nominal - datetime.now(timezone.utc)).total_seconds())
+        deadline = asyncio.get_running_loop().time() + WAIT + ahead
         found: list = []
         while asyncio.get_running_loop().time() < deadline:
             found, _ = await self.history(job_id)
-            done = [e for e in found if _at(e.nominal_at) == nominal and e.status == job_pb2.EXECUTION_STATUS_SUCCEEDED]
+            done = [
+                e for e in found if _at(e.nominal_at) == nominal and e.status == job_pb2.EXECUTION_STATUS_SUCCEEDED
+            ]
             if done:
                 return done[0]
             await asyncio.sleep(0.1)
@@ -125,8 +137,7 @@ async def test_a_held_one_off_resumed_within_its_threshold_runs_once_late(server
         api = Api(channel, key)
         due = (datetime.now(timezone.utc) + timedelta(seconds=3)).replace(microsecond=0)
         job = await api.create(_once("held", due, timedelta(seconds=60)), "r1")
-        while not (await api.history(job.id))[0]:  # the dispatcher claims it in its look-ahead
-            await asyncio.sleep(0.05)
+        await api.claimed(job.id)  # by the dispatcher, in its look-ahead
         assert (await api.pause(job.id)).held_executions == 1
         await _sleep_until(due + timedelta(seconds=1))
         resumed_at = datetime.now(timezone.utc)
@@ -148,14 +159,15 @@ async def test_a_held_one_off_resumed_past_its_threshold_is_one_paused_skip(serv
         api = Api(channel, key)
         due = (datetime.now(timezone.utc) + timedelta(seconds=3)).replace(microsecond=0)
         job = await api.create(_once("expired", due, timedelta(seconds=1)), "r1")
-        while not (await api.history(job.id))[0]:
-            await asyncio.sleep(0.05)
+        await api.claimed(job.id)
         assert (await api.pause(job.id)).held_executions == 1
         await _sleep_until(due + timedelta(seconds=2))
         resumed = await api.resume(job.id)
         assert resumed.released_executions == 0 and resumed.job.state == job_pb2.JOB_STATE_COMPLETED
         skip = resumed.skipped
-        assert (skip.reason, _at(skip.from_at), _at(skip.to_at), skip.count) == (execution_pb2.SKIP_REASON_JOB_PAUSED, due, due, 1)
+        assert (skip.reason, _at(skip.from_at), _at(skip.to_at), skip.count) == (
+            execution_pb2.SKIP_REASON_JOB_PAUSED, due, due, 1
+        )
         async with running_worker(server.address, credential, builtin_handlers(), worker_id="w1", slots=4):
             # A gateway round with the worker connected finds nothing to hand out.
             gateway = server.server.gateway
@@ -178,14 +190,11 @@ async def test_a_paused_minutely_job_skips_the_expired_runs_the_late_one_then_th
     key = await server.create_tenant("acme")
     credential = await server.issue_worker_credential(["acme"], http=True)
     threshold = timedelta(seconds=30)
-    async with (
-        grpc.aio.insecure_channel(server.address) as channel,
-        running_worker(server.address, credential, builtin_handlers(), worker_id="w1", slots=4),
-    ):
+    async with grpc.aio.insecure_channel(server.address) as channel:
         api = Api(channel, key)
         now = datetime.now(timezone.utc)
         n1 = now.replace(second=0, microsecond=0) + MINUTE
-        if n1 - now < timedelta(seconds=5):
+        if n1 - now < timedelta(seconds=10):
             await _sleep_until(n1)
             n1 += MINUTE
         n2, n3 = n1 + MINUTE, n1 + 2 * MINUTE
@@ -193,18 +202,22 @@ async def test_a_paused_minutely_job_skips_the_expired_runs_the_late_one_then_th
         paused = await api.pause(job.id)
         assert datetime.now(timezone.utc) < n1, "paused before N1 (the test's own premise)"
         assert paused.held_executions in (0, 1)  # N1 claimed ahead or not: both expire
-        await _sleep_until(n2 + timedelta(seconds=3))
-        resumed_at = datetime.now(timezone.utc)
-        resumed = await api.resume(job.id)
-        assert resumed_at - n2 <= threshold, "resumed within N2's threshold (the test's own premise)"
-        skip = resumed.skipped
-        assert (skip.reason, _at(skip.from_at), _at(skip.to_at), skip.count) == (execution_pb2.SKIP_REASON_JOB_PAUSED, n1, n1, 1)
-        assert _at(resumed.job.next_run_at) == n2
-        late = await api.succeeded(job.id, n2)
-        assert _at(late.attempts[0].started_at) >= resumed_at > n2, "late, never early"
-        on_time = await api.succeeded(job.id, n3)
-        assert _at(on_time.attempts[0].started_at) >= n3 and on_time.missed_count == 1
-        await api.pause(job.id)  # N4 and later held, not part of the audit
+        # The worker connects after the pause: nothing can have run N1 before it.
+        async with running_worker(server.address, credential, builtin_handlers(), worker_id="w1", slots=4):
+            await _sleep_until(n2 + timedelta(seconds=3))
+            resumed_at = datetime.now(timezone.utc)
+            resumed = await api.resume(job.id)
+            assert resumed_at - n2 <= threshold, "resumed within N2's threshold (the test's own premise)"
+            skip = resumed.skipped
+            assert (skip.reason, _at(skip.from_at), _at(skip.to_at), skip.count) == (
+                execution_pb2.SKIP_REASON_JOB_PAUSED, n1, n1, 1
+            )
+            assert _at(resumed.job.next_run_at) == n2
+            late = await api.succeeded(job.id, n2)
+            assert _at(late.attempts[0].started_at) >= resumed_at > n2, "late, never early"
+            on_time = await api.succeeded(job.id, n3)
+            assert _at(on_time.attempts[0].started_at) >= n3 and on_time.missed_count == 1
+            await api.pause(job.id)  # N4 and later held, not part of the audit
         executions, skips = await api.history(job.id)
         states = one_terminal_state_each([n1, n2, n3], executions, skips)
         assert states == {n1: "SKIP_REASON_JOB_PAUSED", n2: "succeeded", n3: "succeeded"}
@@ -221,7 +234,7 @@ async def test_a_calendar_job_resumed_after_its_nominal_instant_runs_at_its_move
     key = await server.create_tenant("acme")
     async with grpc.aio.insecure_channel(server.address) as channel:
         api = Api(channel, key)
-        nominal = (datetime.now(timezone.utc) + timedelta(seconds=65)).replace(microsecond=0)
+        nominal = (datetime.now(timezone.utc) + timedelta(seconds=75)).replace(microsecond=0)
         moved = nominal + timedelta(days=1)
         await api.scheduler.CreateCalendar(calendar_pb2.CreateCalendarRequest(
             calendar=calendar_pb2.Calendar(
@@ -238,11 +251,7 @@ async def test_a_calendar_job_resumed_after_its_nominal_instant_runs_at_its_move
         await _sleep_until(nominal + timedelta(seconds=3))
         resumed = await api.resume(created.id)
         assert not resumed.HasField("skipped") and _at(resumed.job.next_run_at) == nominal
-        deadline = asyncio.get_running_loop().time() + WAIT
-        while not (executions := (await api.history(created.id))[0]):
-            assert asyncio.get_running_loop().time() < deadline, "the claim created no run"
-            await asyncio.sleep(0.1)
-        [execution] = executions
+        [execution] = await api.claimed(created.id)
         assert (_at(execution.nominal_at), _at(execution.due_at)) == (nominal, moved)
         assert execution.status == job_pb2.EXECUTION_STATUS_SCHEDULED and not execution.attempts
         assert not (await api.history(created.id))[1]  # no skip range

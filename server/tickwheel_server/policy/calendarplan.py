@@ -151,7 +151,9 @@ def resume_instants(cal: BusinessCalendar, ref, schedule: Schedule) -> tuple[Ins
     if ref.rule is CalendarRule.NEXT:
 
         def decision(fire: Fire) -> Decision:
-            return decide(cal, ref.name, ref.rule, fire.nominal_at, fire.due_at, zone=schedule.zone, next_nominal_at=None)
+            return decide(
+                cal, ref.name, ref.rule, fire.nominal_at, fire.due_at, zone=schedule.zone, next_nominal_at=None
+            )
 
     elif ref.rule is CalendarRule.PREVIOUS:
 
