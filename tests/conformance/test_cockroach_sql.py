@@ -38,10 +38,13 @@ from tickwheel_server.policy.jobchanges import PausedSpan
 from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.calendars import CalendarStore
 from tickwheel_server.store.credentials import WorkerCredentialStore
+from tickwheel_server.store.deadletters import DeadLetterStore
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.engine import capabilities
 from tickwheel_server.store.executions import Capability, ResultIn
 from tickwheel_server.store.history import HistoryStore
+from tickwheel_server.store.manual import ManualStore
+from tickwheel_server.store.operations import OperationsStore
 from tickwheel_server.store.partitions import PartitionStore
 from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.requests import OPTIMISTIC_FROM
@@ -202,14 +205,10 @@ their own statements are in the trace of every path."""
 
 EXERCISE_LEFT = {
     "cluster.py": "the cluster row (server start)",
-    "deadletters.py": "dead letters' list and replay",
     "doubt.py": "arms, starts and hand-outs whose COMMIT went unanswered",
     "gauges.py": "the gauges' queue-depth reads (metrics)",
-    "jobpages.py": "ListJobs' and SearchJobs' pages",
     "lateness.py": "the lateness watch's read",
-    "manual.py": "TriggerJob and BackfillJob",
     "manualslots.py": "manual runs' quota units given back",
-    "operations.py": "operators' reads across tenants (ClusterStatus)",
     "skipped.py": "the skipped alerts' resolution",
     "tenant_walk.py": "which tenants have scheduled work (multi-tenant workers)",
     "tzdata.py": "the tzdata recompute",
@@ -377,6 +376,12 @@ async def _exercise_changes(engine, clock, world) -> None:
     credentials = WorkerCredentialStore(engine, clock)
     await credentials.issue(["acme"], ["echo"], http=False, description="sql check")
     assert (await credentials.list("acme")).credentials
+    # ListJobs' page, a trigger, dead letters and the operators' queues.
+    listed = await jobs.list("acme", limit=10)
+    assert listed
+    await ManualStore(engine, clock).trigger("acme", listed[0].id, "manual-1")
+    await DeadLetterStore(engine, clock, AlertStore(engine, clock)).list("acme")
+    await OperationsStore(engine, clock).queues(clock.now(), 10)
 
 
 def _one_off(clock, due_in: float) -> job_pb2.Job:
