@@ -373,6 +373,10 @@ async def _exercise_changes(engine, clock, world) -> None:
     await world.create(job_of("0 9 * * MON"), clock.now() + timedelta(minutes=1))
     stored = await calendars.get("acme", "easter")
     await calendars.update_with_runs("acme", "easter", stored.version, definition_of(easter("2027-04-05")))
+    # A run of a job naming a calendar, handed out (what a calendar's change may hold back).
+    add_execution(engine, clock, "cal-run", job_id="job_cal", spec=job_of("0 9 * * MON"))
+    handed = await ExecutionQueue(engine, clock).handout.hand_out_ready("s3", clock.now(), ECHO, 20)
+    assert "cal-run" in [h.id for h in handed]
     credentials = WorkerCredentialStore(engine, clock)
     await credentials.issue(["acme"], ["echo"], http=False, description="sql check")
     assert (await credentials.list("acme")).credentials
