@@ -5,7 +5,8 @@ A server stamps every execution it hands out with its session (the
 else holds its in-memory view of what its workers run. One server per
 cluster (elected through the lease store under :data:`REAPER_KEY`) looks,
 every ``interval``, at the sessions running executions are stamped with
-(one grouped scan of the ``executions_owner`` partial index) and at the
+(a probe a session of the ``executions_owner`` partial index:
+:mod:`..store.session_walk`) and at the
 sessions alive (the leased keys of live servers, one range read). An owner
 that is not alive is given ``grace`` (default one session TTL) for its
 workers to reconnect elsewhere and re-attach, which re-stamps the rows with
@@ -23,7 +24,7 @@ and no worker holds these.
 
 Executions a dead session had armed ahead of their instant (status
 ``armed``: no worker ever saw them) are put back to ``scheduled`` with no
-grace, as soon as their owner is seen not alive (one grouped scan of the
+grace, as soon as their owner is seen not alive (a probe a session of the
 ``executions_armed`` partial index): any server's next round hands them out.
 That is safe even for a server that only lost its session and lives: its
 start of an armed row is conditional on the row still being armed by its

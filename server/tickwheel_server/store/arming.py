@@ -61,6 +61,7 @@ from .base import SqlStore, chunks, driver_sql, execute_arrays, one_of, pairs_in
 from .executions import Capability, HandedOut, Retry
 from .fairshare import FairShare
 from .isolation import PAUSED_WAIT, status_by_key, status_in
+from .session_walk import stamped_sessions
 from .tables import executions, tenants
 from .tenant_walk import TenantWalk
 
@@ -455,19 +456,9 @@ class ArmStore(SqlStore):
         return await self.in_doubt.run(fn, lambda: None)
 
     async def armed_owners(self, limit: int = 1000) -> list[str]:
-        """The sessions that armed executions are stamped with (``executions_armed``)."""
-
-        def fn(conn: Connection) -> list[str]:
-            query = (
-                sa.select(executions.c.owner)
-                .where(status_in(executions.c.status, ARMED), executions.c.owner.is_not(None))
-                .group_by(executions.c.owner)
-                .order_by(executions.c.owner)
-                .limit(limit)
-            )
-            return list(conn.execute(query).scalars())
-
-        return await self._tx(fn, idempotent=True)
+        """The sessions that armed executions are stamped with, in order: a
+        probe a session of ``executions_armed`` (:func:`.session_walk.stamped_sessions`)."""
+        return await self._tx(lambda conn: stamped_sessions(conn, ARMED, limit), idempotent=True)
 
     async def disarm_owner(self, owner: str, limit: int = 1000) -> list[Retry]:
         """Up to ``limit`` executions armed by ``owner``, a session that no

@@ -38,6 +38,7 @@ from .executions import (
 )
 from .isolation import release_slots, status_in, wake_jobs, wake_keys
 from .peertext import escaped_text
+from .session_walk import stamped_sessions
 from .tables import concurrency_keys, executions
 from .timeline import DELETED_REASON, NOT_STARTED, in_group
 from .unheld import Released, disown, unheld_rows
@@ -386,19 +387,10 @@ class RequeueStore(SqlStore):
         return await self._tx(fn)
 
     async def running_owners(self, limit: int = 1000) -> list[str]:
-        """The sessions that running executions are stamped with (a scan of the
-        ``executions_owner`` partial index)."""
-
-        def fn(conn: Connection) -> list[str]:
-            query = (
-                sa.select(executions.c.owner)
-                .where(status_in(executions.c.status, "running"), executions.c.owner.is_not(None))
-                .group_by(executions.c.owner)
-                .limit(limit)
-            )
-            return [row.owner for row in conn.execute(query)]
-
-        return await self._tx(fn)
+        """The sessions that running executions are stamped with, in order: a
+        probe a session of the ``executions_owner`` partial index
+        (:func:`.session_walk.stamped_sessions`), not a read of every running row."""
+        return await self._tx(lambda conn: stamped_sessions(conn, "running", limit), idempotent=True)
 
     async def running_under(self, owner: str, after: str = "", limit: int = 1000) -> list[Running]:
         """Up to ``limit`` running executions stamped with ``owner`` whose id
