@@ -1,6 +1,6 @@
 """The sessions executions of one status are stamped with, a probe a session.
 
-The reaper asks on every pass (2 s) which sessions hold running
+The reaper asks on every pass which sessions hold running
 executions (``executions_owner (owner)``) and armed ones
 (``executions_armed (owner, id)``), both indexes led by the owner. Grouped
 by owner, that read every such row of the cluster each pass (its index
