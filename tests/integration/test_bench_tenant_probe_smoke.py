@@ -1,6 +1,7 @@
 """The tenant-probe benchmark still runs against PostgreSQL: smoke mode, JSON
 shape, and the quiet tenant's run found beside the flood and the backlog (no
-timing assertions); and the scheduled-index benchmark's smoke mode."""
+timing assertions); and the smoke modes of the scheduled-index and the
+running-index benchmarks."""
 
 from __future__ import annotations
 
@@ -55,3 +56,26 @@ def test_bench_scheduled_index_smoke():
     assert list(report["runs"][0]["index_bytes_per_row"]) == ["executions_scheduled"]
     assert list(report["runs"][1]["index_bytes_per_row"]) == ["executions_scheduled_tenant"]
     assert all(run["wal_bytes_per_row"] > 0 for run in report["runs"])
+
+
+def test_bench_running_paths_smoke():
+    """The running indexes' benchmark (its own PostgreSQL: it drops and
+    creates indexes): each index set's indexes, the readers' answers the
+    same on every set, and a running row's insert and end one WAL record
+    fewer without ``executions_owner``."""
+    report = _report("bench_running_paths.py")
+    assert report["benchmark"] == "running_paths" and report["smoke"] is True
+    runs = {run["index_set"]: run for run in report["runs"]}
+    assert list(runs) == ["main", "no_owner", "merged"]
+    running = {name: {index for index in run["index_bytes_grown_per_execution"] if index != "executions_pkey"}
+               for name, run in runs.items()}
+    assert running == {
+        "main": {"executions_owner", "executions_running_worker", "executions_busy"},
+        "no_owner": {"executions_running_worker", "executions_busy"},
+        "merged": {"executions_running", "executions_busy"},
+    }
+    for reader in runs["main"]["reads"]:
+        assert len({run["reads"][reader]["rows"] for run in runs.values()}) == 1, reader  # the same answer
+        assert runs["main"]["reads"][reader]["rows"] > 0, reader
+    main, no_owner = runs["main"]["writes_per_execution"], runs["no_owner"]["writes_per_execution"]
+    assert main["wal_records"] - no_owner["wal_records"] >= 0.9, (main, no_owner)
