@@ -19,6 +19,7 @@ import pytest
 from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
 
 from tests.support.server import running_server
+from tickwheel_server.api.status import retry_delay
 
 
 def bearer(secret: str) -> tuple[tuple[str, str], ...]:
@@ -92,6 +93,27 @@ async def test_a_credential_past_its_stream_cap_is_refused_and_its_open_streams_
                     break
                 await asyncio.sleep(0.05)  # the cancelled stream's end reaches the server
             assert first.WhichOneof("message") == "welcome", first
+
+
+async def test_a_credential_retrying_past_its_cap_is_told_to_wait_longer_and_one_that_fits_is_not() -> None:
+    """A refusal by a cap opens a refusal window for the credential: its
+    hellos refused again inside it are held and told a longer delay (the
+    code before told 5 s every time, so a client retrying at once cost a
+    full hello each try); a worker replacing its own stream, which fits,
+    is served inside the window."""
+    async with capped_server(max_streams_per_credential=1) as server:
+        await server.create_tenant("acme")
+        greedy = await server.issue_worker_credential(["acme"])
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            await welcomed(channel, greedy, "w0")
+            first = await refused(channel, greedy, "x")
+            assert first.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and retry_delay(first.trailing_metadata()) == 5.0, first
+            again = await asyncio.gather(*(refused(channel, greedy, f"x{n}") for n in range(40)))
+            assert {error.code() for error in again} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
+            assert all("max_streams_per_credential = 1" in error.details() for error in again)
+            assert max(retry_delay(error.trailing_metadata()) for error in again) > 5.0, "escalated, as a window's calls are"
+            replacing = await welcomed(channel, greedy, "w0")
+            await still_served(replacing)
 
 
 async def test_a_server_past_its_stream_cap_refuses_and_says_which() -> None:

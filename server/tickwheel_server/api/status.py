@@ -145,6 +145,19 @@ def refusal_answer(error: errors.TickwheelError, retry_after: float) -> tuple[gr
     return code, status.message, (("grpc-status-details-bin", status.SerializeToString()),)
 
 
+def retry_delay(trailing_metadata) -> float | None:
+    """The RetryInfo delay, in seconds, in a refusal's trailing metadata
+    (:func:`refusal_answer`, :func:`abort`); None when it holds none."""
+    for key, value in trailing_metadata or ():
+        if key == "grpc-status-details-bin":
+            for detail in status_pb2.Status.FromString(value).details:
+                if detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+                    info = error_details_pb2.RetryInfo()
+                    detail.Unpack(info)
+                    return info.retry_delay.ToTimedelta().total_seconds()
+    return None
+
+
 async def abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
     code, status = status_for(error)
     assert status.code != code_pb2.OK

@@ -27,6 +27,16 @@ or by the budget, and a stream ended over the budget or by a second
 hello, are logged at WARNING once a minute per cause and credential, the
 rest DEBUG (:class:`~tickwheel_server.telemetry.refusals.RefusalLog`): a
 worker retrying at once would otherwise write a line a try.
+
+A refusal by a cap opens a refusal window for its credential
+(:mod:`tickwheel_server.auth.windows`, under :data:`CAP_KEY` and the
+bearer secret): a hello of that credential refused again by a cap inside
+it is answered with the window's RetryInfo, and one that keeps coming is
+held and told a longer delay, as calls inside a window are. So a
+credential past its cap retrying at once costs a few hellos a second per
+stream it keeps trying, not as many as the server can answer. Only a
+refused hello meets the window: one that fits (a fleet's other worker, a
+worker replacing its own stream) is served as before.
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ from tickwheel.v1 import worker_pb2, worker_pb2_grpc
 from tickwheel.shared.clock import Clock
 
 from ..auth.authenticator import Authenticator
+from ..auth.windows import caller_key
 from ..errors import FailedPrecondition, InvalidArgument, PermissionDenied, TickwheelError, Unavailable
 from ..gateway.budget import OverBudget
 from ..gateway.connections import Connections, StreamRefused, WorkerConnection
@@ -51,7 +62,7 @@ from ..gateway.gateway import Gateway
 from ..store.executions import NOT_HELD
 from ..telemetry.outages import OutageLog
 from ..telemetry.refusals import RefusalLog
-from .status import abort
+from .status import abort, refusal_answer
 from .validate import HANDLER_MAX
 
 log = logging.getLogger(__name__)
@@ -64,6 +75,9 @@ MAX_HANDLERS = 1000
 """Entries of ``hello.handlers``: each round of the stream's group reads them all."""
 HANDLER_NAME_MAX = HANDLER_MAX
 """As a job's handler name: a longer name matches no job."""
+CAP_KEY = "cap "
+"""Prefix of the refusal window of a credential's hellos refused by a cap
+(a secret holds no space: never another caller's key)."""
 
 
 def _duration(seconds: float) -> duration_pb2.Duration:
@@ -155,6 +169,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             # so one opened before the revocation must not say it after.
             credential = await self._auth.worker(context)
             check_hello(first.hello, credential)
+        except StreamRefused as error:  # as many of its streams wait for their hello as it may hold
+            await self._refuse_past_cap(context, error)
+            return
         except TickwheelError as error:
             await abort(context, error)
             return
@@ -180,12 +197,26 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         except StreamRefused as error:
             self._log_refused("cap", connection, "%s (%d hellos refused by a cap so far)", error,
                               self._connections.refused)
-            await abort(context, error)
+            await self._refuse_past_cap(context, error)
             return
         try:
             await self._serve(connection, hello, request_iterator, context)
         finally:
             self._connections.release(connection)
+
+    async def _refuse_past_cap(self, context: grpc.aio.ServicerContext, error: StreamRefused) -> None:
+        """Refuse a stream past a cap (``context.abort``, which raises):
+        outside its credential's cap window, with ``error`` and a window
+        opened for its delay; inside, with the window's answer, held and
+        escalated as :meth:`~tickwheel_server.auth.windows.RefusalWindows.refuse` holds."""
+        windows = self._auth.windows
+        key = CAP_KEY + caller_key(context)
+        window = windows.inside(key)
+        if window is None:
+            error.retry_after = windows.opened(key, error, error.retry_after)
+            await abort(context, error)
+        else:
+            await windows.refuse(window, context.abort, refusal_answer)
 
     async def _first_message(self, request_iterator) -> worker_pb2.PullRequest | None:
         """The stream's first message (None: it ended without one). A stream

@@ -60,7 +60,7 @@ class ClusterView:
         ``answeredBy``: this server; ``readyCountCap``: the figure a
         deeper queue's ready count stops at. The call's errors arrive as
         :class:`~tickwheel_server.web.call.CallAborted`."""
-        context = HttpCallContext(credential_of(request).secret)
+        context = HttpCallContext(credential_of(request).secret, request.peer)
         reply = await self._admin.ClusterStatus(admin_pb2.ClusterStatusRequest(top_tenants=top), context)
         live = {server.server_id for server in reply.servers}
         owners = partitions_by_owner(reply.partitions, live)

@@ -15,6 +15,7 @@ from tickwheel.shared.clock import FakeClock
 from tickwheel.v1 import worker_pb2
 
 from tickwheel_server.api.worker import WorkerServicer
+from tickwheel_server.auth.windows import RefusalWindows
 from tickwheel_server.errors import Unavailable
 from tickwheel_server.gateway.budget import OverBudget
 from tickwheel_server.gateway.connections import Connections, StreamCaps, WorkerConnection
@@ -34,6 +35,7 @@ class _Auth:
 
     def __init__(self) -> None:
         self.next = credential("wc")
+        self.windows = RefusalWindows(FakeClock(), hold=0.0)  # a hello refused by a cap opens one
 
     async def worker(self, context) -> WorkerCredential:
         return self.next
@@ -44,9 +46,13 @@ class _Aborted(Exception):
 
 
 class _Context:
-    def __init__(self) -> None:
+    def __init__(self, who: str = "wc") -> None:
         self.aborted: tuple | None = None
         self.written: list = []
+        self.secret = f"tww_{who}_secret"
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {self.secret}"),)
 
     async def abort(self, code, details="", trailing_metadata=()):
         self.aborted = (code, details)
@@ -67,7 +73,7 @@ HELLO = worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(worker_id="w", handl
 
 async def _pull(servicer: WorkerServicer, auth: _Auth, who: str, *after: worker_pb2.PullRequest) -> tuple:
     auth.next = credential(who)
-    context, stream = _Context(), _stream(HELLO, *after)
+    context, stream = _Context(who), _stream(HELLO, *after)
     with pytest.raises(_Aborted):
         await servicer.Pull(stream, context)
     await stream.aclose()

@@ -13,6 +13,7 @@ import json
 from tickwheel_server.auth.authenticator import Authenticator
 from tickwheel.shared.clock import FakeClock
 from tickwheel_server.auth.ratelimit import RequestRateLimiter
+from tickwheel_server.auth.windows import RefusalWindows
 from tickwheel_server.store.credentials import WorkerCredential
 from tickwheel_server.store.tenants import Tenant
 from tickwheel_server.web.api import ConsoleApi
@@ -118,3 +119,49 @@ async def test_a_tenant_over_its_request_rate_gets_429_naming_the_limit_not_500(
     await require_admin(limited, request(f"Bearer {ADMIN}"))  # the operator has no tenant rate
     clock.advance(1)
     assert await principal_of(limited, request(f"Bearer {API_KEY}")) == Principal("tenant", "acme")
+
+
+def keyed(secret: str, address: str = "203.0.113.9:4000") -> Request:
+    return Request("GET", "/api/x", "/api/x", {}, {"authorization": f"Bearer {secret}"}, peer=address)
+
+
+def random_key(n: int) -> str:
+    return f"twk_k{n}_" + "z" * 43
+
+
+async def test_console_requests_inside_their_callers_window_are_refused_before_any_check() -> None:
+    """An address sending unknown keys to the console until it is refused
+    meets its refusal window on every later request, as a gRPC call does:
+    429 with the window's Retry-After, nothing checked and no store read;
+    one that keeps asking is told a longer wait (here past the point where
+    its failures' bucket alone would have let a new key be looked up)."""
+    clock = FakeClock(datetime(2027, 1, 1, tzinfo=timezone.utc))
+    tenants = Tenants()
+    auth = Authenticator(tenants, Workers(), ADMIN, clock, windows=RefusalWindows(clock, hold=0))
+    statuses = [await status_of(tenant_of(auth, keyed(random_key(n)))) for n in range(25)]
+    assert statuses[0] == 401 and statuses[-1] == 429
+    reads, checked, refused = tenants.calls, auth.failures.refused, auth.windows.refused
+    for n in range(100, 180):  # a client calling in a loop, a new key each time
+        assert await status_of(principal_of(auth, keyed(random_key(n)))) == 429
+    assert (tenants.calls, auth.failures.refused) == (reads, checked), "refused by the window: nothing checked"
+    assert auth.windows.refused - refused == 80
+    with pytest.raises(HttpError) as error:
+        await require_admin(auth, keyed(random_key(999)))
+    assert error.value.status == 429 and int(dict(error.value.headers)["Retry-After"]) > 1, "escalated"
+    clock.advance(1.0)  # the failures' bucket holds two tokens again: only the window holds the address back
+    assert await status_of(tenant_of(auth, keyed(random_key(1000)))) == 429
+    assert tenants.calls == reads, "no store read while the escalated window lasts"
+    # Another address is its own; the same address's key that verified here is served.
+    assert await status_of(tenant_of(auth, keyed(random_key(1001), "198.51.100.7:1"))) == 401
+    assert (await tenant_of(auth, keyed(API_KEY, "198.51.100.7:2"))).name == "acme"
+    assert (await tenant_of(auth, keyed(API_KEY))).name == "acme"
+
+
+async def test_console_requests_without_a_credential_count_against_their_address() -> None:
+    clock = FakeClock(datetime(2027, 1, 1, tzinfo=timezone.utc))
+    auth = Authenticator(Tenants(), Workers(), ADMIN, clock, windows=RefusalWindows(clock, hold=0))
+    bare = Request("GET", "/api/x", "/api/x", {}, {}, peer="203.0.113.9:4000")
+    statuses = [await status_of(principal_of(auth, bare)) for _ in range(25)]
+    assert statuses[0] == 401 and statuses[-1] == 429
+    assert await status_of(tenant_of(auth, keyed(random_key(1)))) == 429, "the address's window: a new key too"
+    assert (await tenant_of(auth, keyed(API_KEY, "198.51.100.7:2"))).name == "acme"
