@@ -347,3 +347,22 @@ async def test_one_secret_sent_by_many_calls_at_once_counts_once_in_flight() -> 
     tenants.gate.set()
     results = await asyncio.gather(*calls)
     assert results.count("exhausted") == 0, results
+
+
+async def test_one_unknown_secret_sent_by_many_calls_at_once_costs_one_store_read() -> None:
+    # Its calls pass the failure limits on one count (the test above); before,
+    # each then read the store itself: a client sending one new unknown secret
+    # on a connection's 100 calls at once cost 100 reads where the limits
+    # allow one, and from 40 connections 4 000, the overall limit bypassed too.
+    clock = FakeClock()
+    tenants = SlowTenants()
+    limits = FailureLimits(peer_burst=5, peer_rate=1.0, overall_burst=12, overall_rate=1.0)
+    auth = Authenticator(tenants, FakeWorkers(), ADMIN, clock, failures=FailedAuthentications(clock, limits))
+    for peer in ("ipv4:198.51.100.7:1", "ipv4:198.51.100.8:1"):
+        key = random_key()
+        calls = [asyncio.ensure_future(outcome(auth, Call(key, peer))) for _ in range(60)]
+        await asyncio.sleep(0)
+        tenants.gate.set()
+        assert (await asyncio.gather(*calls)).count("unauthenticated") == 60
+        tenants.gate.clear()
+    assert tenants.reads == 2, "one read a secret"

@@ -35,11 +35,13 @@ evicted the tenant's principals (within the TTL when the word is lost).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 from collections import OrderedDict
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from datetime import datetime
 
 import grpc
 
@@ -153,6 +155,8 @@ class Authenticator:
         """(Kind, credential id) -> its secret in :attr:`_cache` (a revocation evicts without a scan)."""
         self._by_tenant: dict[str, set[str]] = {}
         """Tenant -> the secrets of its API keys in :attr:`_cache` (a changed tenant is evicted without a scan)."""
+        self._reading: dict[str, asyncio.Future] = {}
+        """Secret -> its store read in flight (:meth:`_read_once`)."""
         self._evictions = 0
         """Bumped by every forget: a verification that read the store before
         one is not cached (the store may have answered before the revocation)."""
@@ -193,23 +197,17 @@ class Authenticator:
             principal: object | None
             until = now + self.cache_ttl
             evictions = self._evictions
+            read = False
             if admin:
                 principal = AdminPrincipal()
-            elif key_id is not None:
-                verified = await self._tenants.verify_key_until(secret)
-                principal = None
-                if verified is not None:
-                    tenant, expires_at = verified
-                    principal = TenantPrincipal(tenant)
-                    if expires_at is not None:
-                        until = min(until, now + (expires_at - self._clock.now()).total_seconds())
-            elif worker_id is not None:
-                credential = await self._workers.verify(secret)
-                principal = None if credential is None else WorkerPrincipal(credential)
+            elif lookup is not None:
+                principal, expires_at, evictions, read = await self._read_once(secret, key_id is not None)
+                if expires_at is not None:
+                    until = min(until, now + (expires_at - self._clock.now()).total_seconds())
             else:
                 principal = None
             if principal is None:
-                self.failures.failed(peer, digest, looked_up=lookup is not None)
+                self.failures.failed(peer, digest, looked_up=read)
             else:
                 self.failures.verified(lookup, digest)
         finally:
@@ -231,6 +229,48 @@ class Authenticator:
             while len(self._cache) > CACHE_SIZE:
                 self._drop(next(iter(self._cache)))
         return principal
+
+    async def _read_once(self, secret: str, api_key: bool) -> tuple[object | None, datetime | None, int, bool]:
+        """The store's answer for ``secret`` (an API key's when ``api_key``,
+        else a worker credential's): its principal or None, the key's
+        expiry, :attr:`_evictions` as the read began (a principal read
+        before an eviction is not cached), and whether this call made the
+        read. Calls with the same secret while its read is in flight share
+        that read: a client sending one unknown secret on a hundred calls at
+        once costs one store read, not a hundred (its calls all pass the
+        failure limits on one count, :meth:`.failures.FailedAuthentications.check`)."""
+        while (reading := self._reading.get(secret)) is not None:
+            try:
+                return (*await asyncio.shield(reading), False)
+            except asyncio.CancelledError:
+                if not reading.cancelled():
+                    raise  # this call was cancelled
+                # The call reading went away before its answer: read again.
+        reading = self._reading[secret] = asyncio.get_running_loop().create_future()
+        try:
+            answer = await self._read(secret, api_key, self._evictions)
+        except asyncio.CancelledError:
+            reading.cancel()
+            raise
+        except BaseException as error:
+            reading.set_exception(error)
+            reading.exception()  # retrieved: the calls sharing it raise it, if any
+            raise
+        finally:
+            if self._reading.get(secret) is reading:
+                del self._reading[secret]
+        reading.set_result(answer)
+        return (*answer, True)
+
+    async def _read(self, secret: str, api_key: bool, evictions: int) -> tuple[object | None, datetime | None, int]:
+        if api_key:
+            verified = await self._tenants.verify_key_until(secret)
+            if verified is None:
+                return None, None, evictions
+            tenant, expires_at = verified
+            return TenantPrincipal(tenant), expires_at, evictions
+        credential = await self._workers.verify(secret)
+        return (None if credential is None else WorkerPrincipal(credential)), None, evictions
 
     def _drop(self, secret: str) -> None:
         """Remove ``secret``'s cached principal (and its index entries)."""
