@@ -19,8 +19,9 @@ health check and grpcurl carry none):
 - ``idle``: connections and no call (``--streams`` unused): what an open
   connection costs, and whether the quiet tenant still gets one;
 - ``headers``: a raw HTTP/2 client sends only the HEADERS of ``--streams``
-  GetJob calls on each connection (no message: gRPC waits for it before
-  any servicer or guard runs); ``held_at_end`` counts the streams of the
+  GetJob calls on each connection (no message: gRPC held such a call
+  before any Tickwheel code ran, until ``api/awaited.py``); ``refused`` counts the streams the server
+  ended within a second, ``held_at_end`` those not ended of the
   connections still open.
 
 Prints one JSON object: the calls the hostile process holds open after
@@ -135,18 +136,34 @@ async def hold_headers(address: str, connections: int, streams: int, seconds: fl
 
     host, _, port = address.rpartition(":")
     writers = []
+    ended: list[set[int]] = []
+
+    async def watch(reader, done: set[int]) -> None:
+        """Note each stream the server ends (its trailers, or a reset)."""
+        while (got := await http2.next_frame(reader)) is not None:
+            if (got.kind == http2.HEADERS and got.flags & http2.END_STREAM) or got.kind == http2.RST_STREAM:
+                done.add(got.stream)
+
+    watchers = []
     for _ in range(connections):
-        _, writer = await http2.connect(host, int(port))
+        reader, writer = await http2.connect(host, int(port))
         for n in range(streams):
             request = http2.unary_request(2 * n + 1, address, "/tickwheel.v1.SchedulerService/GetJob")
             writer.write(request[: 9 + int.from_bytes(request[:3], "big")])  # its HEADERS frame alone
         await writer.drain()
         writers.append(writer)
-    print(json.dumps({"opened": connections * streams, "refused": {}}), flush=True)
-    await asyncio.sleep(seconds)
-    alive = sum(streams for writer in writers if not writer.is_closing())
+        ended.append(set())
+        watchers.append(asyncio.ensure_future(watch(reader, ended[-1])))
+    await asyncio.sleep(1.0)
+    answered_at_once = sum(len(done) for done in ended)
+    print(json.dumps({"opened": connections * streams, "refused": {"answered within 1 s": answered_at_once}}),
+          flush=True)  # fmt: skip
+    await asyncio.sleep(max(0.0, seconds - 1.0))
+    alive = sum(streams - len(done) for writer, done in zip(writers, ended) if not writer.is_closing())
     for writer in writers:
         writer.close()
+    for watcher in watchers:
+        watcher.cancel()
     return {"held_at_end": alive}
 
 

@@ -26,6 +26,7 @@ from tickwheel_worker.exporters import metric_exporter
 from . import __version__, transport
 from .api import decoding, reflection
 from .api.admin import AdminServicer, ServerInfo
+from .api.awaited import AwaitedRequests, EarlyRegistration
 from .api.openstreams import BoundedHealth, OpenStreams
 from .api.scheduler import SchedulerServicer
 from .api.worker import WorkerServicer
@@ -148,6 +149,8 @@ class TickwheelServer:
         self._grpc: grpc.aio.Server | None = None
         self.open_streams = OpenStreams()
         """The streams that answer without a credential (health's Watch, reflection), per peer (``api/openstreams.py``)."""
+        self.awaited = AwaitedRequests()
+        """The port's calls waiting for their request message, per peer and in time (``api/awaited.py``)."""
         self._health = BoundedHealth(self.open_streams)
         self._session: Session | None = None
         self._session_task: asyncio.Task | None = None
@@ -470,11 +473,13 @@ class TickwheelServer:
         self.creates = scheduler.creates
         # Until the start is done, every call but health's and reflection's is
         # refused UNAVAILABLE "starting: ..." (worker streams by Pull itself).
+        self.awaited.trusted = auth.windows.trusted  # a tenant's or worker's calls count under its credential
         scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
-            scheduler, decoding.guard(server, starting=self._waiting, windows=auth.windows)
+            scheduler, decoding.guard(server, starting=self._waiting, windows=auth.windows, requests=self.awaited)
         )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(
-            self.worker_servicer, decoding.guard(server, refuse_nul=False, discard_unknown=False, windows=auth.windows)
+            self.worker_servicer, decoding.guard(
+                server, refuse_nul=False, discard_unknown=False, windows=auth.windows, requests=self.awaited)
         )
         admin_servicer = AdminServicer(
             auth, self.stores.tenants, self.stores.workers, self.stores.jobs, self.info, self.connections,
@@ -482,9 +487,9 @@ class TickwheelServer:
             revocations=self.revocations,
         )
         admin_pb2_grpc.add_AdminServiceServicer_to_server(
-            admin_servicer, decoding.guard(server, starting=self._waiting, windows=auth.windows)
+            admin_servicer, decoding.guard(server, starting=self._waiting, windows=auth.windows, requests=self.awaited)
         )
-        health_pb2_grpc.add_HealthServicer_to_server(self._health, transport.GenericOnly(server))
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, EarlyRegistration(server, self.awaited))
         reflection.enable(server, [*SERVICE_NAMES, health.SERVICE_NAME], self.open_streams)
         for name in ["", *SERVICE_NAMES]:  # until the whole start is done (the servicer says SERVING by default)
             await self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -677,6 +682,12 @@ class TickwheelServer:
         metrics.observe(
             "tickwheel_refusal_windows", "Callers with a refusal window kept on this server (ended ones included)",
             lambda: len(self.auth.windows),
+        )
+        metrics.observe(
+            "tickwheel_request_messages_refused_total",
+            "Calls refused waiting for their request message: past their address's bound (per_peer) or their time (late)",
+            lambda: [({"why": "per_peer"}, float(self.awaited.refused)), ({"why": "late"}, float(self.awaited.timed_out))],
+            counter=True,
         )
         metrics.observe(
             "tickwheel_authentications_refused_total",

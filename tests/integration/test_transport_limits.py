@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from tickwheel.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 from tests.support import http2
 from tests.support.polling import eventually
@@ -83,3 +85,64 @@ async def test_calls_past_the_stream_cap_wait_and_connections_past_the_cap_are_c
         await eventually(taken, "a connection is taken again once others left")
         for call in calls:
             call.cancel()
+
+
+GET_JOB = "/tickwheel.v1.SchedulerService/GetJob"
+CHECK = "/grpc.health.v1.Health/Check"
+
+
+def bearer(secret: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {secret}"),)
+
+
+async def test_calls_whose_message_never_comes_are_bounded_per_caller_and_in_time(migrated_sqlite_url) -> None:
+    """A raw HTTP/2 client sends only the HEADERS of 100 unary calls (a
+    method that needs a credential and health's Check, which needs none):
+    at most its address's bound wait for their message, the rest are
+    answered RESOURCE_EXHAUSTED at once, and those waiting end when their
+    time runs out. Before, gRPC held every one unanswered (no Tickwheel
+    code ran before the message) for as long as the connection lived.
+    Meanwhile a call from that address without a credential meets the
+    bound; a tenant's, whose key verified here, counts under its key and
+    is served."""
+    async with running_server(migrated_sqlite_url) as running, grpc.aio.insecure_channel(running.address) as channel:
+        key = await running.create_tenant("acme")
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        health = health_pb2_grpc.HealthStub(channel)
+
+        async def get_job() -> grpc.StatusCode:
+            try:
+                await scheduler.GetJob(scheduler_pb2.GetJobRequest(id="nope"), metadata=bearer(key), timeout=30)
+            except grpc.aio.AioRpcError as error:
+                return error.code()
+            return grpc.StatusCode.OK
+
+        assert await get_job() == grpc.StatusCode.NOT_FOUND  # the key verified here
+        awaited = running.server.awaited
+        awaited.per_peer, awaited.seconds = 10, 3.0
+        host, port = running.address.rsplit(":", 1)
+        reader, writer = await http2.connect(host, int(port))
+        streams = [2 * n + 1 for n in range(100)]
+        for stream in streams:
+            request = http2.unary_request(stream, running.address, CHECK if stream % 4 == 1 else GET_JOB)
+            writer.write(request[: 9 + int.from_bytes(request[:3], "big")])  # its HEADERS alone
+        await writer.drain()
+        ended: set[int] = set()
+
+        async def answered(count: int) -> None:
+            while len(ended) < count:
+                got = await asyncio.wait_for(http2.next_frame(reader), 30)
+                assert got is not None, "the server closed the connection"
+                if (got.kind == http2.HEADERS and got.flags & http2.END_STREAM) or got.kind == http2.RST_STREAM:
+                    ended.add(got.stream)
+
+        await answered(90)
+        assert (awaited.refused, awaited.waiting()) == (90, 10), "the address's bound wait, the rest refused"
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await health.Check(health_pb2.HealthCheckRequest(), timeout=30)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, "no credential: the address's bound"
+        assert "calls waiting for their request message" in refused.value.details()
+        assert await get_job() == grpc.StatusCode.NOT_FOUND, "a verified key counts under itself: served"
+        await answered(100)
+        writer.close()
+        assert ended == set(streams) and awaited.timed_out == 10 and awaited.waiting() == 0

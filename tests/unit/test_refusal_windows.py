@@ -51,6 +51,11 @@ class _Aborted(Exception):
 
 class _Context(Call):
     aborted: tuple | None = None
+    message: bytes = b""
+    """The call's request message, as ``read`` hands it to a guarded method."""
+
+    async def read(self) -> bytes:
+        return self.message
 
     async def abort(self, code, details="", trailing_metadata=()):
         self.aborted = (code, details, dict(trailing_metadata))
@@ -92,9 +97,9 @@ def guarded(auth: Authenticator, served: list):
 async def call(handler, secret: str | None, raw: bytes, peer: str = "ipv4:203.0.113.9:1000"):
     """(code, message, RetryInfo delay in seconds or None) of one call; code OK when served."""
     context = _Context(secret, peer)
+    context.message = raw
     try:
-        await handler.unary_unary(raw if handler.request_deserializer is None else handler.request_deserializer(raw),
-                                  context)  # fmt: skip
+        await handler.stream_unary(None, context)  # a guarded unary method reads its message itself
     except _Aborted:
         code, message, trailing = context.aborted
         status = status_pb2.Status.FromString(trailing["grpc-status-details-bin"]) if trailing else status_pb2.Status()
@@ -199,3 +204,14 @@ async def test_a_peer_sending_a_new_secret_each_call_meets_its_peers_window() ->
     assert code == grpc.StatusCode.INVALID_ARGUMENT, "another address's call is its own"
     clock.advance(5.0)  # quiet's cached principal expired: checked again, not refused
     assert (await call(handler, quiet, REQUEST, nat))[0] == grpc.StatusCode.OK
+
+
+def test_refusals_inside_an_open_window_count_as_calls_inside_it() -> None:
+    """Calls sent together all pass the edge before the first is refused;
+    each refusal while the window is open is a call inside it (before, each
+    opened the window afresh, told the delay as given however many came)."""
+    clock = FakeClock()
+    windows = RefusalWindows(clock)
+    error = QuotaExceeded("t", "requests_per_second", 1, "over", retry_after=1.0)
+    lengths = [windows.opened("k", error, 1.0) for _ in range(40)]
+    assert lengths[:17] == [1.0] * 17 and lengths[-1] == 4.0

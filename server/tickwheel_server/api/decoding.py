@@ -38,6 +38,13 @@ its request is decoded (a unary method's request is decoded in its
 handler, after this check, not as gRPC's deserializer) or its credential
 checked (:mod:`tickwheel_server.auth.windows`); a stream (a worker's Pull,
 WatchAlerts) as it opens, before its servicer runs.
+
+A method with a unary request (every unary method, and WatchAlerts) is
+served as a client-streaming one: its code runs once the call's HEADERS
+arrive, so the checks above come before its message is even awaited,
+and the message is then read under :class:`~.awaited.AwaitedRequests`'
+bounds (per peer, and in time): gRPC held a call whose message never came
+before any of this ran (:mod:`.awaited`).
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from google.protobuf.message import Message
 from ..auth.windows import RefusalWindows
 from ..errors import FieldViolation, InvalidArgument
 from ..telemetry.refusals import RefusalLog
+from .awaited import AwaitedRequests
 from .status import abort, refusal_answer
 
 log = logging.getLogger(__name__)
@@ -169,7 +177,9 @@ def _passing_serialized(serialize: Callable[[Message], bytes]) -> Callable[[Mess
 def _guard_handler(
     handler: grpc.RpcMethodHandler, method: str, refusals: RefusalLog, *, refuse_nul: bool, discard_unknown: bool,
     starting: Starting, windows: RefusalWindows | None = None,
+    awaited: AwaitedRequests | None = None,
 ) -> grpc.RpcMethodHandler:
+    awaited = awaited or AwaitedRequests()
     message_class = handler.request_deserializer.__self__
     decode = decoder(message_class, refuse_nul=refuse_nul, discard_unknown=discard_unknown)
     serialize = handler.response_serializer
@@ -197,16 +207,14 @@ def _guard_handler(
     if handler.unary_unary is not None:
         behaviour = handler.unary_unary
 
-        async def unary_unary(raw: bytes, context):
+        async def unary_unary(_, context):
             await opening(context)
-            request = decode(raw)  # here, not as gRPC's deserializer: a call refused above is never decoded
+            request = decode(await awaited.read(context))  # a call refused above is never read nor decoded
             if type(request) is Refused:
                 await refuse(context, request)
             return await behaviour(request, context)
 
-        return grpc.unary_unary_rpc_method_handler(
-            unary_unary, request_deserializer=None, response_serializer=_passing_serialized(serialize)
-        )
+        return grpc.stream_unary_rpc_method_handler(unary_unary, response_serializer=_passing_serialized(serialize))
 
     async def checked(requests, context):
         async for request in requests:
@@ -218,8 +226,9 @@ def _guard_handler(
         behaviour = handler.unary_stream
         if inspect.isasyncgenfunction(behaviour):
 
-            async def unary_stream(request, context):
+            async def unary_stream(_, context):
                 await opening(context)
+                request = decode(await awaited.read(context))
                 if type(request) is Refused:
                     await refuse(context, request)
                 async for response in behaviour(request, context):
@@ -227,15 +236,14 @@ def _guard_handler(
 
         else:
 
-            async def unary_stream(request, context):
+            async def unary_stream(_, context):
                 await opening(context)
+                request = decode(await awaited.read(context))
                 if type(request) is Refused:
                     await refuse(context, request)
                 return await behaviour(request, context)
 
-        return grpc.unary_stream_rpc_method_handler(
-            unary_stream, request_deserializer=decode, response_serializer=serialize
-        )
+        return grpc.stream_stream_rpc_method_handler(unary_stream, response_serializer=serialize)
     if handler.stream_unary is not None:
         behaviour = handler.stream_unary
 
@@ -273,9 +281,10 @@ class _GuardedRegistration:
 
     def __init__(
         self, server: grpc.aio.Server, refuse_nul: bool, discard_unknown: bool, starting: Starting,
-        windows: RefusalWindows | None,
+        windows: RefusalWindows | None, requests: AwaitedRequests,
     ) -> None:
         self._server = server
+        self._requests = requests
         self._refuse_nul = refuse_nul
         self._discard_unknown = discard_unknown
         self._starting = starting
@@ -291,6 +300,7 @@ class _GuardedRegistration:
             name: _guard_handler(
                 handler, f"{service}/{name}", refusals, refuse_nul=self._refuse_nul,
                 discard_unknown=self._discard_unknown, starting=self._starting, windows=self._windows,
+                awaited=self._requests,
             )  # fmt: skip
             for name, handler in handlers.items()
         }
@@ -299,11 +309,12 @@ class _GuardedRegistration:
 
 def guard(
     server: grpc.aio.Server, *, refuse_nul: bool = True, discard_unknown: bool = True, starting: Starting = STARTED,
-    windows: RefusalWindows | None = None,
+    windows: RefusalWindows | None = None, requests: AwaitedRequests | None = None,
 ) -> _GuardedRegistration:
     """Pass this instead of ``server`` to a generated
     ``add_<Service>Servicer_to_server``: the service's methods are registered
     with guarded request decoding, refused while ``starting`` is not done,
-    and refused inside their caller's ``windows`` (a stream as it opens)
-    (see the module docstring)."""
-    return _GuardedRegistration(server, refuse_nul, discard_unknown, starting, windows)
+    and refused inside their caller's ``windows`` (a stream as it opens),
+    a unary request read under ``requests``' bounds (the server's one, shared
+    by its services; a service's own when None) (see the module docstring)."""
+    return _GuardedRegistration(server, refuse_nul, discard_unknown, starting, windows, requests or AwaitedRequests())

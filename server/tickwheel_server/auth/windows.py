@@ -143,11 +143,15 @@ class RefusalWindows:
         """``key``'s call was refused with ``error``, to be retried after
         ``delay`` seconds: calls with ``key`` until then are refused at the
         edge (for longer when it was escalated within :data:`DECAY_SECONDS`).
+        A refusal while ``key``'s window is open counts as a call inside it
+        (calls sent together pass the edge before the first is refused).
         The window's length: the delay to tell the call."""
         now = self._clock.monotonic()
         window = self._windows.pop(key, None)
         self._peers += key.startswith(PEER_KEY) - (window is not None and key.startswith(PEER_KEY))
         strikes = window.strikes if window is not None and now < window.until + DECAY_SECONDS else 0
+        if window is not None and now < window.until:
+            strikes += 1  # refused inside its window: a call that passed the edge with others before it opened
         length = escalated(delay, strikes, self.slack, self.max_window)
         self._windows[key] = Window(now + length, delay, length, strikes, error)
         while len(self._windows) > self.max_keys:

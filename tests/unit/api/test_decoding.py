@@ -78,7 +78,7 @@ async def test_refusals_are_logged_once_per_interval_per_service_with_a_count(ca
     async def send(service: str) -> None:
         context = _Context()
         with pytest.raises(_Aborted):
-            await guarded[service].unary_unary(_received(guarded[service], b"\xff\xff"), context)
+            await _unary(guarded[service], b"\xff\xff", context)
         assert context.aborted[0] == grpc.StatusCode.INVALID_ARGUMENT
 
     with caplog.at_level(logging.WARNING, "tickwheel_server.api.decoding"):
@@ -102,11 +102,11 @@ class _Start:
         return "starting: waiting for etcd at 127.0.0.1:1"
 
 
-def _received(handler, raw: bytes):
-    """What gRPC hands ``handler``'s behaviour for ``raw``: its deserializer's
-    result, or the bytes themselves when it has none (a guarded unary
-    method decodes in its handler)."""
-    return raw if handler.request_deserializer is None else handler.request_deserializer(raw)
+async def _unary(handler, raw: bytes, context) -> None:
+    """A call of a guarded unary method with the message ``raw``: served as
+    a client-streaming method, which reads its message itself."""
+    context.message = raw
+    await handler.stream_unary(None, context)
 
 
 class _Aborted(Exception):
@@ -116,6 +116,16 @@ class _Aborted(Exception):
 class _Context:
     def __init__(self) -> None:
         self.aborted: tuple | None = None
+        self.message = b""
+
+    def peer(self) -> str:
+        return "ipv4:203.0.113.9:1000"
+
+    def invocation_metadata(self) -> tuple:
+        return ()
+
+    async def read(self) -> bytes:
+        return self.message
 
     async def abort(self, code, details="", trailing_metadata=()):
         self.aborted = (code, details)
@@ -145,14 +155,13 @@ async def test_a_guarded_method_is_refused_until_the_start_is_done() -> None:
     for raw in (scheduler_pb2.GetJobRequest(id="j").SerializeToString(), b"\xff\xff"):
         context = _Context()
         try:
-            await guarded.unary_unary(_received(guarded, raw), context)
+            await _unary(guarded, raw, context)
         except _Aborted:
             pass
         assert context.aborted == (grpc.StatusCode.UNAVAILABLE, "starting: waiting for etcd at 127.0.0.1:1")
     assert served == []
     start.done = True
-    await guarded.unary_unary(_received(guarded, scheduler_pb2.GetJobRequest(id="j").SerializeToString()),
-                              _Context())
+    await _unary(guarded, scheduler_pb2.GetJobRequest(id="j").SerializeToString(), _Context())
     assert [r.id for r in served] == ["j"]
 
 
