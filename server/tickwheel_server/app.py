@@ -187,6 +187,7 @@ class TickwheelServer:
         self._waiting = WaitingForDependencies(
             self.clock, self._bind, SERVICE_NAMES, on_wait=self.waiting.set,
             health_servicer=lambda: BoundedHealth(self.open_streams),
+            registration=lambda server: EarlyRegistration(server, self.awaited),
         )
         try:
             await self._start()

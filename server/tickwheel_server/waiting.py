@@ -67,10 +67,12 @@ class _RefuseWhileWaiting(grpc.GenericRpcHandler):
         if handler_call_details.method.startswith(f"/{health.SERVICE_NAME}/"):
             return None
 
-        async def refuse(_request, context):
+        async def refuse(_requests, context):
             await context.abort(grpc.StatusCode.UNAVAILABLE, self._reason())
 
-        return grpc.unary_unary_rpc_method_handler(refuse)
+        # Client-streaming: refused at its HEADERS, never waiting for a
+        # message (gRPC held a unary call whose message never came: api/awaited.py).
+        return grpc.stream_unary_rpc_method_handler(refuse)
 
 
 class WaitingForDependencies:
@@ -81,10 +83,14 @@ class WaitingForDependencies:
         self, clock: Clock, bind: Callable[[grpc.aio.Server], int], services: list[str],
         *, on_wait: Callable[[], None] = lambda: None,
         health_servicer: Callable[[], health.aio.HealthServicer] = health.aio.HealthServicer,
+        registration: Callable[[grpc.aio.Server], object] = transport.GenericOnly,
     ) -> None:
         self._clock = clock
         self._health = health_servicer
         """Makes the placeholder's health servicer (the server's bounds its Watch streams: ``api/openstreams.py``)."""
+        self._registration = registration
+        """What health is registered through on the placeholder (the server's
+        reads its requests itself, bounded: ``api/awaited.py``)."""
         self._bind = bind
         self._services = services
         self._on_wait = on_wait
@@ -144,7 +150,7 @@ class WaitingForDependencies:
             return
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *transport.LIMITS])
         placeholder = self._health()
-        health_pb2_grpc.add_HealthServicer_to_server(placeholder, transport.GenericOnly(server))
+        health_pb2_grpc.add_HealthServicer_to_server(placeholder, self._registration(server))
         server.add_generic_rpc_handlers((_RefuseWhileWaiting(self.refusal),))
         self.port = self._bind(server)
         for name in ["", *self._services]:

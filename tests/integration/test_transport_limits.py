@@ -16,7 +16,9 @@ from tickwheel.v1 import scheduler_pb2, scheduler_pb2_grpc
 from tests.support import http2
 from tests.support.polling import eventually
 from tests.support.server import running_server
+from tickwheel.shared.clock import SystemClock
 from tickwheel_server import transport
+from tickwheel_server.waiting import WaitingForDependencies
 
 WATCH = "/grpc.health.v1.Health/Watch"
 """Answers without a credential and stays open: each call holds its stream."""
@@ -146,3 +148,26 @@ async def test_calls_whose_message_never_comes_are_bounded_per_caller_and_in_tim
         await answered(100)
         writer.close()
         assert ended == set(streams) and awaited.timed_out == 10 and awaited.waiting() == 0
+
+
+async def test_the_start_placeholder_answers_a_call_sent_as_headers_alone() -> None:
+    """While a start waits (``waiting.py``), its placeholder refuses every
+    call but health's UNAVAILABLE at the call's HEADERS; before, a call
+    whose message never came was held unanswered (for as long as the
+    start waited, an etcd outage's length)."""
+    waiting = WaitingForDependencies(SystemClock(), lambda server: server.add_insecure_port("127.0.0.1:0"),
+                                     ["tickwheel.v1.SchedulerService"])  # fmt: skip
+    await waiting._serve_health()
+    try:
+        reader, writer = await http2.connect("127.0.0.1", waiting.port)
+        request = http2.unary_request(1, f"127.0.0.1:{waiting.port}", GET_JOB)
+        writer.write(request[: 9 + int.from_bytes(request[:3], "big")])  # its HEADERS alone
+        await writer.drain()
+        while True:
+            got = await asyncio.wait_for(http2.next_frame(reader), 30)
+            assert got is not None, "the placeholder closed the connection"
+            if got.stream == 1 and (got.kind == http2.RST_STREAM or got.flags & http2.END_STREAM):
+                break
+        writer.close()
+    finally:
+        await waiting.close()
