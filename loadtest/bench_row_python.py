@@ -41,6 +41,12 @@ Prints one JSON object, ``us_per_row`` by part:
   claim's writes, stamped, and kept again once the INSERT said every one
   was inserted (``DirectHandOut.stamp`` then ``keep``, as
   ``claim_writes.write`` calls them).
+- ``claim_parameters``: the claim's two writes of a batch of ``--rows``
+  one-offs (the executions' INSERT handed out, the cursors' UPDATE), their
+  parameters converted and dumped as psycopg's ``execute`` does before
+  sending (``PostgresQuery.convert``, which dumps them, without a
+  connection): psycopg's list dumper element by element, or the tree's
+  columns packed whole (``store/binary_arrays.py``) where it has them.
 
 Run it with another tree's ``PYTHONPATH`` to compare trees: each part
 times what that tree does. ``--smoke`` runs tiny sizes so CI keeps the
@@ -236,6 +242,26 @@ def main() -> None:
             direct.stamp(taken, due_us)
             direct.keep(taken, set(taken.ids))
 
+    from psycopg._queries import PostgresQuery
+    from psycopg.adapt import Transformer
+
+    def claim_parameters() -> None:
+        for _ in range(batches):
+            writes = ClaimWrites()
+            for item in handed:
+                for column, value in zip(_ROW_COLUMNS, (item.id, item.job_id, TENANT, item.partition, due_us, due_us,
+                                                        "echo", 0, b"{}")):
+                    getattr(writes, column).append(value)
+                writes.cursor_ids.append(item.job_id)
+                writes.next_run_ats.append(None)
+                writes.next_due_ats.append(None)
+                writes.run_counts.append(1)
+                writes.states.append("completed")
+            cursors = writes.array_statements(due_us)[-1]
+            taken = writes.take(list(range(rows)))
+            for sql, parameters in (taken.handed_out_statement(due_us, "server", due_us + 1), cursors):
+                PostgresQuery(Transformer()).convert(sql, parameters)
+
     per_call = rows * batches
     figures = {
         "definition_parse": best(args.repeat, per_call, parse),
@@ -246,6 +272,7 @@ def main() -> None:
         "plain_success": best(args.repeat, per_call, record_by_column if columns is not None else record_by_dicts),
         "result_ack": best(args.repeat, per_call, acknowledge),
         "direct_handout": best(args.repeat, per_call, direct_handout),
+        "claim_parameters": best(args.repeat, per_call, claim_parameters),
     }
     print(json.dumps({
         "benchmark": "row_python",
@@ -255,6 +282,7 @@ def main() -> None:
         "tree": {"shares_stamps": shares_stamps, "assignments_as_bytes": writes_bytes,
                  "acks_as_bytes": AckBatches is not None, "definition_shapes": hasattr(cache, "_shapes"),
                  "plain_successes_by_column": columns is not None,
+                 "claim_columns_packed": "tickwheel_server.store.binary_arrays" in sys.modules,
                  "server": os.path.dirname(os.path.dirname(outcomes.__file__))},
         "loadavg": open("/proc/loadavg").read().split()[:3],
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},

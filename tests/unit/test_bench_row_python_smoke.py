@@ -21,9 +21,10 @@ def test_bench_row_python_smoke():
     assert report["benchmark"] == "row_python" and report["smoke"] is True
     assert set(report["us_per_row"]) == {
         "definition_parse", "claim_definition", "definition_to_assignment", "one_off_following", "assignment",
-        "plain_success", "result_ack", "direct_handout",
+        "plain_success", "result_ack", "direct_handout", "claim_parameters",
     }
     assert all(value >= 0 for value in report["us_per_row"].values())
     assert report["tree"]["shares_stamps"] and report["tree"]["plain_successes_by_column"]
     tree = report["tree"]
     assert tree["assignments_as_bytes"] and tree["acks_as_bytes"] and tree["definition_shapes"]
+    assert tree["claim_columns_packed"]

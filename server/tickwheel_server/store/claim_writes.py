@@ -33,6 +33,7 @@ from ..jobspec import JobDefinition
 from ..schedule import Fire
 from . import pipeline
 from .base import driver_sql, execute_arrays
+from .binary_arrays import BigintArray, ByteaArray, IntegerArray, TextArray
 from .pipeline import Statement
 from .skiptally import counted
 from .tables import executions, job_cursors, skips
@@ -44,8 +45,9 @@ _ALERTING = frozenset({MISFIRE_REASON, BACKLOG_REASON})
 
 # Columns every new scheduled execution has in common are constants of the
 # statement; the arrays carry only what differs per row. Sent as driver SQL
-# with psycopg's binary placeholders (``%(name)b``): a list becomes one
-# binary array parameter, without the per-element quoting of the text format.
+# with psycopg's binary placeholders (``%(name)b``): a column becomes one
+# binary array parameter, without the per-element quoting of the text
+# format, packed whole rather than by psycopg's per-element list dumper.
 _INSERT_FROM_ARRAYS = (
     "INSERT INTO executions (id, job_id, tenant, partition, origin, nominal_at, due_at, ready_at, attempt, "
     "delivery, status, owner, worker_id, handler, missed_count, reap_count, payload, error, dead_reason, "
@@ -155,12 +157,13 @@ class ClaimWrites:
             traced = bool(self.trace_contexts)
             statements.append((_INSERT_TRACED_FROM_ARRAYS if traced else _INSERT_FROM_ARRAYS, self._row_arrays(now_us)))
         if self.cursor_ids:
-            nominal = dict(next_nominal_ats=self.next_nominal_ats) if self.nominal else {}
+            nominal = dict(next_nominal_ats=BigintArray(self.next_nominal_ats)) if self.nominal else {}
             statements.append((
                 _ADVANCE_WITH_NOMINAL_FROM_ARRAYS if nominal else _ADVANCE_FROM_ARRAYS,
                 dict(
-                    ids=self.cursor_ids, next_run_ats=self.next_run_ats, next_due_ats=self.next_due_ats,
-                    run_counts=self.run_counts, states=self.states, **nominal,
+                    ids=TextArray(self.cursor_ids), next_run_ats=BigintArray(self.next_run_ats),
+                    next_due_ats=BigintArray(self.next_due_ats), run_counts=BigintArray(self.run_counts),
+                    states=TextArray(self.states), **nominal,
                 ),
             ))  # fmt: skip
         return statements
@@ -221,11 +224,14 @@ class ClaimWrites:
         return {row["id"] for row in rows}
 
     def _row_arrays(self, now_us: int) -> dict:
-        traced = dict(trace_contexts=self.trace_contexts) if self.trace_contexts else {}
+        """The INSERT's parameters: each column packed whole (:mod:`.binary_arrays`)."""
+        traced = dict(trace_contexts=TextArray(self.trace_contexts)) if self.trace_contexts else {}
         return dict(
-            ids=self.ids, job_ids=self.job_ids, tenants=self.tenants, partitions=self.partitions,
-            nominal_ats=self.nominal_ats, due_ats=self.due_ats, handlers=self.handlers,
-            missed_counts=self.missed_counts, payloads=self.payloads, created_at=now_us, **traced,
+            ids=TextArray(self.ids), job_ids=TextArray(self.job_ids), tenants=TextArray(self.tenants),
+            partitions=IntegerArray(self.partitions), nominal_ats=BigintArray(self.nominal_ats),
+            due_ats=BigintArray(self.due_ats), handlers=TextArray(self.handlers),
+            missed_counts=IntegerArray(self.missed_counts), payloads=ByteaArray(self.payloads), created_at=now_us,
+            **traced,
         )
 
     def _rows(self, now_us: int) -> list[dict]:

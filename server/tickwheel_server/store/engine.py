@@ -38,6 +38,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
 from sqlalchemy.pool import QueuePool
 
+from . import binary_arrays
 from .errors import StoreConfigError
 from .sessionoptions import IDLE_IN_TRANSACTION_TIMEOUT, session_options, wait_limits
 
@@ -194,6 +195,12 @@ def create_store_engine(
     )
 
     used: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Also on psycopg's global adapters, which a connection copies when
+        # made: here for one made before that module was first imported.
+        binary_arrays.register(dbapi_connection.adapters)
 
     @event.listens_for(engine, "checkin")
     def _on_checkin(dbapi_connection: Any, _record: Any) -> None:
