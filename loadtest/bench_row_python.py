@@ -15,6 +15,10 @@ Prints one JSON object, ``us_per_row`` by part:
   a miss (every one-off misses the definition cache at its claim):
   ``DefinitionCache.parse``, through the cache's shapes where the tree
   has them (the shape learned once, as in a run).
+- ``claim_definition_own_payloads``: the same, each job with a payload
+  of its own (its definition's bytes after the schedule differ from
+  every other's: where the tree reads a job through those bytes, every
+  one misses), ``--rows`` × ``--batches`` jobs through one cache.
 - ``definition_to_assignment``: a one-off's definition read as the claim
   reads it, then its ``add_assignment`` into a deal of ``--rows``: its
   life on the direct hand-out path, the target serialized as each tree
@@ -80,9 +84,9 @@ from tickwheel_server.store.fairshare import FairShare
 TENANT = "bench"
 
 
-def one_off_spec(due: datetime, index: int) -> bytes:
+def one_off_spec(due: datetime, index: int, payload: bytes = b"{}") -> bytes:
     """A one-off's stored definition, as ``_harness.insert_once_jobs`` stores it."""
-    job = job_pb2.Job(name=f"e2e-{index:06d}", payload=b"{}",
+    job = job_pb2.Job(name=f"e2e-{index:06d}", payload=payload,
                       target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")))
     job.schedule.once_at.FromDatetime(due)
     return normalise_job(job, due).SerializeToString()
@@ -124,6 +128,14 @@ def main() -> None:
         for _ in range(batches):
             for job_id, spec in zip(job_ids, specs):
                 cache.parse(job_id, 1, spec)
+
+    own_ids = [f"01KD{index:022d}" for index in range(rows * batches)]
+    own_payloads = [one_off_spec(due, index, b'{"n": %d}' % index) for index in range(rows * batches)]
+
+    def claim_parse_own_payloads() -> None:
+        own_cache = DefinitionCache()  # a round's jobs new to it, as a run's one-offs are (one shape learned)
+        for job_id, spec in zip(own_ids, own_payloads):
+            own_cache.parse(job_id, 1, spec)
 
     definitions = [JobDefinition.parse(job_id, 1, spec) for job_id, spec in zip(job_ids, specs)]
 
@@ -266,6 +278,7 @@ def main() -> None:
     figures = {
         "definition_parse": best(args.repeat, per_call, parse),
         "claim_definition": best(args.repeat, per_call, claim_parse),
+        "claim_definition_own_payloads": best(args.repeat, per_call, claim_parse_own_payloads),
         "definition_to_assignment": best(args.repeat, per_call, parse_and_deal),
         "one_off_following": best(args.repeat, per_call, following),
         "assignment": best(args.repeat, per_call, deal),

@@ -549,6 +549,18 @@ _PLACEHOLDER_SCHEDULE = job_pb2.Schedule(once_at=timestamp_pb2.Timestamp()).Seri
 rest of its definition makes of the job does not depend on it."""
 
 
+def _opening(spec: bytes) -> tuple[int, int] | None:
+    """Where the schedule's bytes start and end in ``spec`` when it opens
+    with its name then its schedule (or its schedule alone), each length
+    one byte long; None otherwise (see :class:`DefinitionShapes`)."""
+    at = 2 + spec[1] if len(spec) > 1 and spec[0] == 0x1A and spec[1] < 0x80 else 0  # field 3, length-delimited
+    if len(spec) > at + 1 and spec[at] == 0x22 and spec[at + 1] < 0x80:  # field 4, length-delimited
+        end = at + 2 + spec[at + 1]
+        if end <= len(spec):
+            return at + 2, end
+    return None
+
+
 class DefinitionShapes:
     """Definitions read once per shape: jobs whose definitions differ only
     in name, payload, labels and schedule (a batch of one-offs, a tenant's
@@ -565,16 +577,41 @@ class DefinitionShapes:
     its own schedule, as in a full parse. A shape with a problem is read in
     full each time, as is a definition that does not parse.
 
-    Bounded: at most ``max_shapes`` shapes of at most ``max_key_bytes``
-    each; a full table is emptied and refills. Safe to share between
-    threads (a shape, once made, is never changed)."""
+    Tails: a definition as the API stores it opens with its name (field 3)
+    and its schedule (field 4), fields being serialized in number order
+    (the id and the tenant are not stored). The bytes after the schedule
+    (its tail) are then everything but those two: a tail already seen
+    gives its shape and its payload (the last payload field, which only a
+    tail holds) without parsing the definition, and only its schedule's
+    bytes are parsed. Sound because a tail is kept only when it holds no
+    schedule field of its own (parsed alone, none is present): then the
+    job's schedule is the one its opening bytes hold, as a full parse
+    merges it; its name is read nowhere. Anything else (another opening,
+    a length over one byte, bytes that do not parse) takes the way above.
+    Jobs whose payloads all differ miss every tail, and each miss costs a
+    parse of its tail more: when a full table of tails is emptied having
+    served fewer reads than it holds, tails are left alone for the next
+    ``tails_off_for`` definitions (a heuristic of speed only: either way
+    the answer is a full parse's).
 
-    def __init__(self, max_shapes: int = 512, max_key_bytes: int = 4096) -> None:
-        if max_shapes < 1 or max_key_bytes < 0:
-            raise ValueError("max_shapes must be >= 1 and max_key_bytes >= 0")
+    Bounded: at most ``max_shapes`` shapes and as many tails, of at most
+    ``max_key_bytes`` each; a full table is emptied and refills. Safe to
+    share between threads (a shape, once made, is never changed)."""
+
+    def __init__(self, max_shapes: int = 512, max_key_bytes: int = 4096, tails_off_for: int = 20_000) -> None:
+        if max_shapes < 1 or max_key_bytes < 0 or tails_off_for < 0:
+            raise ValueError("max_shapes must be >= 1, max_key_bytes and tails_off_for >= 0")
         self.max_shapes = max_shapes
         self.max_key_bytes = max_key_bytes
+        self.tails_off_for = tails_off_for
         self._shapes: dict[bytes, JobDefinition | None] = {}
+        self._tails: dict[bytes, tuple[JobDefinition, bytes]] = {}
+        """A tail (see above) → its clean shape and its payload."""
+        self._parsed = 0
+        self._tails_off_until = 0
+        """While :attr:`_parsed` is below it, tails are neither read nor kept."""
+        self._tail_reads = 0
+        """Definitions read through the tails now held."""
 
     def __len__(self) -> int:
         return len(self._shapes)
@@ -583,6 +620,18 @@ class DefinitionShapes:
         """:meth:`JobDefinition.parse` of ``spec`` (``job_id`` at ``version``), the same value."""
         if not spec:
             return JobDefinition.parse(job_id, version, spec)
+        self._parsed += 1
+        opening = _opening(spec) if self._parsed >= self._tails_off_until else None
+        if opening is not None:
+            known = self._tails.get(spec[opening[1]:])
+            if known is not None:
+                try:
+                    schedule = job_pb2.Schedule.FromString(spec[opening[0]:opening[1]])
+                except DecodeError:
+                    pass
+                else:
+                    self._tail_reads += 1
+                    return known[0]._of_job(job_id, version, schedule, known[1])
         try:
             job = job_pb2.Job.FromString(spec)
         except DecodeError:
@@ -598,7 +647,26 @@ class DefinitionShapes:
             shape = self._learn(key, job)
         if shape is None:
             return JobDefinition.parse(job_id, version, spec)
+        if opening is not None:
+            self._keep_tail(spec[opening[1]:], shape, payload)
         return shape._of_job(job_id, version, schedule, payload)
+
+    def _keep_tail(self, tail: bytes, shape: JobDefinition, payload: bytes) -> None:
+        """Keep ``tail`` (of a definition of clean ``shape``, its payload
+        ``payload``) unless it holds a schedule field or is over the bound."""
+        if len(tail) > self.max_key_bytes:
+            return
+        try:
+            if job_pb2.Job.FromString(tail).HasField("schedule"):
+                return
+        except DecodeError:
+            return
+        if len(self._tails) >= self.max_shapes:
+            if self._tail_reads < len(self._tails):  # mostly missed: every job a payload of its own
+                self._tails_off_until = self._parsed + self.tails_off_for
+            self._tails.clear()
+            self._tail_reads = 0
+        self._tails[tail] = (shape, payload)
 
     def _learn(self, key: bytes, job: job_pb2.Job) -> JobDefinition | None:
         """The definition of ``job`` (without its per-job fields) with the

@@ -20,7 +20,7 @@ def test_bench_row_python_smoke():
     report = json.loads(done.stdout)
     assert report["benchmark"] == "row_python" and report["smoke"] is True
     assert set(report["us_per_row"]) == {
-        "definition_parse", "claim_definition", "definition_to_assignment", "one_off_following", "assignment",
+        "definition_parse", "claim_definition", "claim_definition_own_payloads", "definition_to_assignment", "one_off_following", "assignment",
         "plain_success", "result_ack", "direct_handout", "claim_parameters",
     }
     assert all(value >= 0 for value in report["us_per_row"].values())

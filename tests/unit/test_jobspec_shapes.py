@@ -192,3 +192,93 @@ def test_the_definition_cache_reads_through_shapes() -> None:
     parsed = [cache.parse(f"job_{n}", 1, spec) for n, spec in enumerate(specs)]
     assert [_read(p) for p in parsed] == [_read(JobDefinition.parse(f"job_{n}", 1, s)) for n, s in enumerate(specs)]
     assert parsed[0]._job is parsed[2]._job
+
+
+class _CountingJob:
+    """``job_pb2.Job`` whose ``FromString`` counts the definitions parsed whole."""
+
+    parsed: list[bytes] = []
+
+    @classmethod
+    def FromString(cls, data: bytes) -> job_pb2.Job:  # noqa: N802 - protobuf's name
+        cls.parsed.append(bytes(data))
+        return job_pb2.Job.FromString(data)
+
+
+@pytest.fixture
+def counted(monkeypatch) -> list[bytes]:
+    from types import SimpleNamespace
+
+    from tickwheel_server import jobspec
+
+    _CountingJob.parsed = []
+    monkeypatch.setattr(jobspec, "job_pb2", SimpleNamespace(Job=_CountingJob, Schedule=job_pb2.Schedule))
+    return _CountingJob.parsed
+
+
+@pytest.mark.parametrize("shape", CLEAN)
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+def test_a_job_whose_tail_was_seen_reads_as_a_full_parse_without_parsing_it(shape, schedule, counted) -> None:
+    shapes = DefinitionShapes()
+    labels = {"team": "a"}
+    sibling = _spec(shape, "once", "first", b"p" * 300, labels)
+    assert _read(shapes.parse("job_0", 1, sibling)) == _read(JobDefinition.parse("job_0", 1, sibling))
+    spec = _spec(shape, schedule, "another name", b"p" * 300, labels)  # the same tail: payload, labels, the rest
+    counted.clear()
+    shaped = shapes.parse("job_1", 4, spec)
+    if schedule == "none":  # no schedule field: no opening, read as before
+        assert spec in counted
+    else:
+        assert spec not in counted, "read through its tail: only its schedule parsed"
+    assert _read(shaped) == _read(JobDefinition.parse("job_1", 4, spec))
+    assert shaped.payload == b"p" * 300 and shaped.schedule is None or shaped.schedule.job_id == "job_1"
+
+
+def test_a_definition_that_opens_otherwise_is_read_as_before(counted) -> None:
+    shapes = DefinitionShapes()
+    long_name = _spec("normalised", "once", "n" * 200, b"{}")  # a length of two bytes
+    no_schedule = _spec("normalised", "none", "a", b"{}")
+    for spec in (long_name, long_name, no_schedule, no_schedule):
+        counted.clear()
+        shaped = shapes.parse("job_1", 1, spec)
+        assert counted[0] == spec, "parsed whole"
+        assert _read(shaped) == _read(JobDefinition.parse("job_1", 1, spec))
+
+
+def test_a_tail_with_a_schedule_of_its_own_is_never_kept(counted) -> None:
+    shapes = DefinitionShapes()
+    # Not as the API writes it: a second schedule field after the rest, which a parse merges into the first.
+    late = job_pb2.Job(schedule=SCHEDULES["cron"]).SerializeToString()
+    first = _spec("normalised", "once", "a", b"{}") + late
+    second = _spec("normalised", "local", "b", b"{}") + late
+    for job_id, spec in (("job_1", first), ("job_2", second), ("job_2", second)):
+        counted.clear()
+        shaped = shapes.parse(job_id, 1, spec)
+        assert counted[0] == spec, "parsed whole each time"
+        full = JobDefinition.parse(job_id, 1, spec)
+        assert _read(shaped) == _read(full) and full.schedule.kind.value == "cron"
+    assert not shapes._tails
+
+
+def test_tails_are_bounded() -> None:
+    shapes = DefinitionShapes(max_shapes=2, max_key_bytes=200)
+    for n in range(3):
+        shapes.parse("job", 1, _spec("plain", "once", "a", str(n).encode()))
+    assert len(shapes._tails) == 1, "a full table is emptied, then refills"
+    shapes.parse("job", 1, _spec("plain", "once", "a", b"x" * 300))
+    assert len(shapes._tails) == 1, "a tail over the key bound is not kept"
+
+
+def test_tails_that_keep_missing_are_left_alone_for_a_while_and_answers_stay_full_parses(counted) -> None:
+    shapes = DefinitionShapes(max_shapes=4, tails_off_for=6)
+    specs = [_spec("normalised", "once", "a", str(n).encode()) for n in range(16)]  # a payload each: every tail new
+    for n, spec in enumerate(specs[:5]):
+        assert _read(shapes.parse(f"job_{n}", 1, spec)) == _read(JobDefinition.parse(f"job_{n}", 1, spec))
+    assert len(shapes._tails) == 1, "four kept and none read: emptied, and tails left alone"
+    for n, spec in enumerate(specs[5:10], 5):  # the five definitions after the one that emptied them
+        assert _read(shapes.parse(f"job_{n}", 1, spec)) == _read(JobDefinition.parse(f"job_{n}", 1, spec))
+    assert len(shapes._tails) == 1, "none kept meanwhile"
+    shapes.parse("job_10", 1, specs[10])
+    counted.clear()
+    shapes.parse("job_10", 1, specs[10])
+    assert specs[10] not in counted, "kept and read again once the while is over"
