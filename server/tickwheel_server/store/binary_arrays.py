@@ -44,11 +44,19 @@ _NULL = b"\xff\xff\xff\xff"
 _LITTLE = sys.byteorder == "little"
 
 
+_KEPT_LENGTHS = 4096
+"""Lengths below this have their prefix kept once made; a longer one's is
+made each time, so a tenant's payloads of every size up to the limit
+cannot grow the tables without bound."""
+
+
 class _Lengths(dict):
-    """Length → its 4-byte big-endian prefix, made on first use."""
+    """Length → its 4-byte big-endian prefix, made on first use (kept below :data:`_KEPT_LENGTHS`)."""
 
     def __missing__(self, length: int) -> bytes:
-        prefix = self[length] = struct.pack("!i", length)
+        prefix = struct.pack("!i", length)
+        if length < _KEPT_LENGTHS:
+            self[length] = prefix
         return prefix
 
 
@@ -56,7 +64,9 @@ class _TextLengths(dict):
     """Length → its prefix as four Latin-1 characters (joined with ASCII text, then encoded once)."""
 
     def __missing__(self, length: int) -> str:
-        prefix = self[length] = struct.pack("!i", length).decode("latin-1")
+        prefix = struct.pack("!i", length).decode("latin-1")
+        if length < _KEPT_LENGTHS:
+            self[length] = prefix
         return prefix
 
 

@@ -140,3 +140,14 @@ def test_the_claim_s_writes_send_no_list_for_psycopg_to_dump_element_by_element(
         lists = {name: value for name, value in parameters.items() if isinstance(value, list)}
         assert not lists
         assert all(isinstance(value, (PackedArray, int, str)) for value in parameters.values())
+
+
+def test_the_length_prefixes_kept_are_bounded_whatever_the_sizes_sent() -> None:
+    """A tenant's payloads of every size up to its limit: each packed as
+    psycopg dumps it, and the prefix tables keep no length past the bound."""
+    values = [bytes(size) for size in range(binary_arrays._KEPT_LENGTHS - 2, binary_arrays._KEPT_LENGTHS + 3000)]
+    assert pack_bytea(values) == psycopg_dump(values)
+    texts = ["x" * size for size in range(binary_arrays._KEPT_LENGTHS + 3000, binary_arrays._KEPT_LENGTHS + 3100)]
+    assert pack_text(texts) == psycopg_dump(texts)
+    assert max(binary_arrays._LENGTHS) < binary_arrays._KEPT_LENGTHS
+    assert max(binary_arrays._TEXT_LENGTHS) < binary_arrays._KEPT_LENGTHS
