@@ -172,9 +172,12 @@ def _check_fires(fields: CronFields) -> None:
     """Raise when no date can match: both day fields must match (one starts
     with ``*``) and no listed day of the month exists in any listed month.
     Otherwise some date matches within 400 years (the Gregorian cycle).
-    With Quartz day terms, the matcher itself searches those 400 years."""
+    With Quartz day terms, which days match depends only on a month's length
+    and the weekday it starts on: :func:`_day_terms_match` asks the month
+    mask of each such kind of month listed (at most 28 masks), never the
+    matcher's 400-year search."""
     if fields.dom_terms or fields.dow_terms:
-        if _compile_search(fields)(0) is None:
+        if not _day_terms_match(fields):
             terms = " ".join(term.text for term in fields.dom_terms + fields.dow_terms)
             months = ", ".join(_MONTH_LABELS[m] for m in sorted(fields.months))
             raise ScheduleError(EXPRESSION_FIELD, f"never fires: the day fields ({terms}) match no day of {months}")
@@ -190,6 +193,17 @@ def _check_fires(fields: CronFields) -> None:
         else:
             reason = f"never fires: day {days} of the month never occurs in {months}"
         raise ScheduleError(EXPRESSION_FIELD, reason)
+
+
+def _day_terms_match(fields: CronFields) -> bool:
+    """Whether some month the fields list has a day the day fields (with
+    Quartz terms) match (pure). Every listed month occurs with each of its
+    lengths (February's 28 and 29) starting on each weekday within the
+    400-year Gregorian cycle, so this is the matcher's search from 1970
+    answered in at most 4 lengths x 7 weekdays mask evaluations."""
+    mask = month_mask_function(fields.days, fields.weekdays, fields.dom_terms, fields.dow_terms, fields.days_or)
+    lengths = {_MONTH_LENGTHS[m] for m in fields.months} | ({29} if 2 in fields.months else set())
+    return any(mask(length, first_weekday) for length in sorted(lengths) for first_weekday in range(7))
 
 
 def parse_cron(text: str) -> CronExpression:
