@@ -25,6 +25,7 @@ restricted, both otherwise).
 from __future__ import annotations
 
 import calendar
+import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -151,6 +152,13 @@ def _bits(days: Iterable[int]) -> int:
     return mask
 
 
+@functools.lru_cache(maxsize=128)
+def _days_by_first_weekday(weekdays: frozenset[int]) -> tuple[int, ...]:
+    """``[w]``: the days 1-31 whose weekday is listed, in a month starting on
+    weekday ``w`` (pure; one per set of weekdays, of which there are 128)."""
+    return tuple(_bits(d for d in range(1, 32) if (w + d - 1) % 7 in weekdays) for w in range(7))
+
+
 def month_mask_function(
     days: frozenset[int],
     weekdays: frozenset[int],
@@ -163,8 +171,7 @@ def month_mask_function(
     fields' plain values (all of them for ``*``); ``either`` is Vixie's rule
     (both fields restricted: a day matches if either does)."""
     plain_days = _bits(days)
-    # by_first[w]: the days 1-31 whose weekday is listed, in a month starting on weekday w.
-    by_first = tuple(_bits(d for d in range(1, 32) if (w + d - 1) % 7 in weekdays) for w in range(7))
+    by_first = _days_by_first_weekday(weekdays)
 
     def mask(length: int, first_weekday: int) -> int:
         of_month = plain_days
