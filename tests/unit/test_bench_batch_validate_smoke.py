@@ -19,5 +19,6 @@ def test_bench_batch_validate_smoke():
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["benchmark"] == "batch_validate" and report["smoke"] is True
-    assert set(report["us_per_job"]) == {"validate", "answer", "in_full", "replay"}
+    assert set(report["us_per_job"]) == {"validate", "never_fires", "answer", "in_full", "replay"}
     assert all(value >= 0 for value in report["us_per_job"].values())
+    assert report["never_fires_masks"] == 20 * 14  # February's 2 lengths x 7 first weekdays, each of 20 jobs
