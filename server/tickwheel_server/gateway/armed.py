@@ -13,8 +13,9 @@ instant, started a second before it and sent at it (docs/architecture.md,
   It sends the started batches whose instant came (the fence asked first;
   refused, or more than ``disarm_after`` late, they are given back through
   :meth:`~tickwheel_server.store.requeue.RequeueStore.release`); then it
-  starts the armed executions ready within ``start_ahead`` seconds by this
-  server's clock (:meth:`~tickwheel_server.store.arming.ArmStore.start`:
+  starts the armed executions ready within their start window by this
+  server's clock (``start_ahead`` seconds, or what a burst's starts take at
+  the measured rate, at most :data:`MAX_START_WINDOW`) (:meth:`~tickwheel_server.store.arming.ArmStore.start`:
   conditional on this session and delivery, stamped with the instant they
   will be sent at, never before their ready instant, fenced like a claim),
   and deals what the store started (by instant, the tenants of one instant
@@ -95,6 +96,21 @@ MAX_START_AHEAD = 1.0
 ``running``): within this window a canceling, pausing or deleting writer
 finds it started, and its run goes on (docs/architecture.md, "Hand-outs
 decided ahead"); so it stays short."""
+MAX_START_WINDOW = 3.0
+"""Seconds before its instant a burst's start window may open at most
+(:meth:`ArmedQueue.start_window_us`): a burst whose starts, at the measured
+rate, would not all end within ``start_ahead`` gets the window they need, up
+to this bound, so that it is started whole before its instant and only sent
+at it."""
+START_ROW_US = 100.0
+"""What one row of a start is taken to cost (µs of a start under way) until
+arms or starts of at least :data:`_MEASURED_ROWS` rows were measured: 2 000
+rows in 0.2 s, a start of a burst's batch on a quiet two-core machine."""
+_MEASURED_ROWS = 500
+"""Arms and starts of fewer rows do not update the measured rate: their
+fixed cost (round trips, the fence) would count as rows'."""
+_WINDOW_MARGIN = 1.25
+"""The start window is the starts' measured time and this much more."""
 _SPREAD_US = 10_000
 """A started batch holds executions ready within this many µs (a wheel
 tick) of each other, all sent at the latest one's instant."""
@@ -249,6 +265,12 @@ class ArmedQueue:
         """Entries seen due and not yet started (no credit, or refused)."""
         self._per_capability: Counter[Capability] = Counter()
         self._per_owner: Counter[str] = Counter()
+        self._per_second: Counter[int] = Counter()
+        """Armed executions by the second of their ready instant: how many a burst's window starts."""
+        self.row_us = START_ROW_US
+        """The store's measured cost per row of an arm or a start (µs, a
+        moving average over those of at least :data:`_MEASURED_ROWS` rows):
+        sizes a burst's start window."""
         self._next_arm = float("-inf")
         self.arming_cut = False
         """The last :meth:`arm_ahead` stopped for a start or a send before
@@ -269,6 +291,7 @@ class ArmedQueue:
         self.bytes += entry_bytes(entry.armed)
         self._per_capability[entry.capability] += 1
         self._per_owner[entry.owner] += 1
+        self._per_second[entry.ready_us // 1_000_000] += 1
         self._order += 1
         heapq.heappush(self._ahead, (entry.ready_us, self._order, entry))
         if entry.ready_us > self._ahead_last_us:
@@ -286,6 +309,10 @@ class ArmedQueue:
         self._per_owner[entry.owner] -= 1
         if not self._per_owner[entry.owner]:
             del self._per_owner[entry.owner]
+        second = entry.ready_us // 1_000_000
+        self._per_second[second] -= 1
+        if not self._per_second[second]:
+            del self._per_second[second]
 
     def _promote(self, now_us: int) -> None:
         """Move the entries due by ``now_us`` from the heap to :attr:`_due`."""
@@ -305,18 +332,50 @@ class ArmedQueue:
         if not self._ahead:
             self._ahead_last_us = 0  # the bound starts again with the next push
 
-    def next_instant_us(self, after_us: int) -> int | None:
-        """When this queue has something to do next (µs), or None: the
-        earliest of the instants the started batches are sent at and
-        ``start_ahead`` before the earliest ready instant armed here and
-        not yet seen due; ``after_us`` if that passed (it waits for a
-        round, which sends or starts it)."""
+    def start_window_us(self, ready_us: int) -> int:
+        """How long before ``ready_us`` the start window of what is armed
+        for it opens (µs): ``start_ahead``, or for a burst whose starts
+        would not end within it the time they take at the measured rate
+        (:attr:`row_us`; batches of :attr:`batch`, :attr:`start_depth`
+        under way at once, the executions armed for that second and the
+        next counted) and a quarter more, at most :data:`MAX_START_WINDOW`.
+        Pure arithmetic over counts kept as entries come and go."""
+        if not self._start_ahead_us:
+            return 0
+        second = ready_us // 1_000_000
+        rows = self._per_second.get(second, 0) + self._per_second.get(second + 1, 0)
+        at_once = self.batch * self.start_depth
+        if rows <= at_once:
+            return self._start_ahead_us
+        rounds = -(-rows // at_once)  # the starts, start_depth at a time
+        needed = int(rounds * self.batch * self.row_us * _WINDOW_MARGIN)
+        return min(max(needed, self._start_ahead_us), int(MAX_START_WINDOW * 1_000_000))
+
+    def _start_horizon_us(self, now_us: int) -> int:
+        """What is ready by this instant may be started at ``now_us``: the
+        start window of the earliest ready instant armed here and not yet
+        seen due (a burst's, sized by :meth:`start_window_us`)."""
+        head = self._head_us()
+        return now_us + (self.start_window_us(head) if head is not None else self._start_ahead_us)
+
+    def _head_us(self) -> int | None:
+        """The earliest ready instant armed here and not yet seen due (stale items dropped)."""
         while self._ahead and self._entries.get(self._ahead[0][2].ident) is not self._ahead[0][2]:
             heapq.heappop(self._ahead)
+        return self._ahead[0][0] if self._ahead else None
+
+    def next_instant_us(self, after_us: int) -> int | None:
+        """When this queue has something to do next (µs), or None: the
+        earliest of the instants the started batches are sent at and the
+        opening of the start window (:meth:`start_window_us`) of the
+        earliest ready instant armed here and not yet seen due;
+        ``after_us`` if that passed (it waits for a round, which sends or
+        starts it)."""
+        head = self._head_us()
         # A start window that opened while the round ran (after it looked
         # for what to start) calls for a round now, as a batch's instant does.
         instants = [at for at in (
-            self._ahead[0][0] - self._start_ahead_us if self._ahead else None,
+            head - self.start_window_us(head) if head is not None else None,
             self._ready[0][0] if self._ready else None,
         ) if at is not None]  # fmt: skip
         return max(min(instants), after_us) if instants else None
@@ -329,7 +388,7 @@ class ArmedQueue:
         returns how many were given back."""
         before = self.disarmed
         await self._send_ready(dealer)
-        self._promote(to_us(self._clock.now()) + self._start_ahead_us)
+        self._promote(self._start_horizon_us(to_us(self._clock.now())))
         return self.disarmed - before
 
     @property
@@ -367,9 +426,11 @@ class ArmedQueue:
                     interrupted = True
                 if room <= 0 or interrupted or self._fence.refusal(lease) is not None:
                     break
-                now = self._clock.now()
+                now, began = self._clock.now(), self._clock.monotonic()
                 armed = await self._store.arm(lease.owner, now, now + timedelta(seconds=self.ahead), capability, room,
                                               max_bytes=self.max_bytes - self.bytes, row_bytes=ENTRY_BYTES)
+                if len(armed) >= _MEASURED_ROWS:  # a burst's arms, seconds before its starts: a first measure
+                    self._measured(len(armed), began)
                 for item in armed:
                     self._add(_Entry(item, capability, lease.owner))
                 armed_now += len(armed)
@@ -386,8 +447,9 @@ class ArmedQueue:
     ) -> int:
         """Send the started batches whose instant came, then start (and
         deal, to be sent at their instant) the armed executions ready
-        within ``start_ahead`` seconds by this server's clock, per
-        capability up to its workers' credit; returns how many were sent.
+        within their start window (:meth:`start_window_us`) by this
+        server's clock, per capability up to its workers' credit; returns
+        how many were sent.
         Nothing is sent that the store did not start under its lease, nor
         before its instant: the fence is asked before each start, inside
         its transaction and before the send. ``on_full(True)`` is called
@@ -395,7 +457,7 @@ class ArmedQueue:
         sent = await self._send_ready(dealer)
         if not self._entries:
             return sent
-        self._promote(to_us(self._clock.now()) + self._start_ahead_us)
+        self._promote(self._start_horizon_us(to_us(self._clock.now())))
         due: dict[Capability, list[_Entry]] = {}
         for entry in self._due.values():
             if entry.owner == lease.owner:
@@ -410,9 +472,8 @@ class ArmedQueue:
 
     def _start_window_open(self) -> bool:
         """An execution armed here and not yet seen due may be started now."""
-        while self._ahead and self._entries.get(self._ahead[0][2].ident) is not self._ahead[0][2]:
-            heapq.heappop(self._ahead)
-        return bool(self._ahead) and self._ahead[0][0] - self._start_ahead_us <= to_us(self._clock.now())
+        head = self._head_us()
+        return head is not None and head - self.start_window_us(head) <= to_us(self._clock.now())
 
     def _send_due(self) -> bool:
         """A started batch's instant came."""
@@ -486,9 +547,12 @@ class ArmedQueue:
                 on_full(True)
             items = [(e.ident, e.armed.handed.delivery, e.armed.beside, r.worker_id)
                      for e, r in zip(chosen, receivers)]
-            return chosen, receivers, instant_us, asyncio.ensure_future(
+            starting = asyncio.ensure_future(
                 self._store.start(lease.owner, items, from_us(instant_us), fence=lambda: refusal(lease))
             )
+            if len(items) >= _MEASURED_ROWS:
+                starting.add_done_callback(self._measure(len(items), self._clock.monotonic()))
+            return chosen, receivers, instant_us, starting
 
         def fill(under_way: deque) -> bool:
             # Starts side by side: the store's statements of one wait on
@@ -559,6 +623,23 @@ class ArmedQueue:
                         await self._requeues.release([(h.id, h.delivery) for h in handed], owner=lease.owner,
                                                      at_us=outcome.at_us)
         return sent
+
+    def _measure(self, rows: int, began: float) -> Callable[[asyncio.Future], None]:
+        """A start's callback: its time per row into :attr:`row_us`."""
+        def done(starting: asyncio.Future) -> None:
+            if not starting.cancelled() and starting.exception() is None:
+                self._measured(rows, began)
+        return done
+
+    def _measured(self, rows: int, began: float) -> None:
+        """An arm or a start of ``rows`` rows, begun at ``began``
+        (monotonic), ended now: its time per row into :attr:`row_us`, a
+        moving average. A burst's arms, seconds before its window, are the
+        first measure of the store's pace at this moment (an arm of 2 000
+        costs about what a start of 2 000 does: loadtest/RESULTS.md,
+        "the 30 000 burst's two modes"); its starts, the next burst's."""
+        sample = (self._clock.monotonic() - began) * 1_000_000 / rows
+        self.row_us = 0.7 * self.row_us + 0.3 * sample
 
     async def _send_while(self, starting: asyncio.Future, dealer: Dealer) -> int:
         """Until ``starting`` is done, send each started batch as its
