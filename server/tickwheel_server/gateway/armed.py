@@ -268,6 +268,7 @@ class ArmedQueue:
         self._per_second: Counter[int] = Counter()
         """Armed executions by the second of their ready instant: how many a burst's window starts."""
         self.row_us = START_ROW_US
+        self._window_logged_us = 0
         """The store's measured cost per row of an arm or a start (µs, a
         moving average over those of at least :data:`_MEASURED_ROWS` rows):
         sizes a burst's start window."""
@@ -342,8 +343,7 @@ class ArmedQueue:
         Pure arithmetic over counts kept as entries come and go."""
         if not self._start_ahead_us:
             return 0
-        second = ready_us // 1_000_000
-        rows = self._per_second.get(second, 0) + self._per_second.get(second + 1, 0)
+        rows = self._armed_near(ready_us)
         at_once = self.batch * self.start_depth
         if rows <= at_once:
             return self._start_ahead_us
@@ -351,12 +351,25 @@ class ArmedQueue:
         needed = int(rounds * self.batch * self.row_us * _WINDOW_MARGIN)
         return min(max(needed, self._start_ahead_us), int(MAX_START_WINDOW * 1_000_000))
 
+    def _armed_near(self, ready_us: int) -> int:
+        """The executions armed here ready in the second of ``ready_us`` or the next."""
+        second = ready_us // 1_000_000
+        return self._per_second.get(second, 0) + self._per_second.get(second + 1, 0)
+
     def _start_horizon_us(self, now_us: int) -> int:
         """What is ready by this instant may be started at ``now_us``: the
         start window of the earliest ready instant armed here and not yet
         seen due (a burst's, sized by :meth:`start_window_us`)."""
         head = self._head_us()
-        return now_us + (self.start_window_us(head) if head is not None else self._start_ahead_us)
+        if head is None:
+            return now_us + self._start_ahead_us
+        window_us = self.start_window_us(head)
+        if window_us > self._start_ahead_us and head != self._window_logged_us and head - window_us <= now_us:
+            self._window_logged_us = head  # once an instant: what a burst's window was, and why
+            log.info("start window of the %d executions armed for %s and the second after: %.2f s (%.0f µs a row)",
+                     self._armed_near(head),
+                     from_us(head).isoformat(), window_us / 1e6, self.row_us)
+        return now_us + window_us
 
     def _head_us(self) -> int | None:
         """The earliest ready instant armed here and not yet seen due (stale items dropped)."""
