@@ -144,3 +144,45 @@ async def test_a_pause_before_a_bursts_window_wins_and_within_it_the_started_run
     assert ended["e0"][:2] == ("waiting", 0)
     assert {ident: r[:2] for ident, r in ended.items() if ident != "e0"} == {
         f"e{n}": ("succeeded", 1) for n in range(1, BURST)}
+
+
+async def test_a_bursts_arming_is_not_cut_by_its_own_longer_window(migrated_engine, clock, monkeypatch) -> None:
+    """An arming pass stops for starts once what it armed is within
+    ``start_ahead`` of its instant, not when a burst's longer window opens:
+    cut there, the burst's last arms waited for the starts of the rest and
+    were started after the instant. Here the burst's window opens during
+    its first arm (1.5 s ahead): the pass arms on, then the round starts
+    the whole burst, before the instant."""
+    clock.autojump = False
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    for n in range(BURST):
+        add_one_off(migrated_engine, clock, f"e{n}", due_in=4)
+    connections = Connections()
+    connection = connect(connections, clock, slots=20)
+    gateway = make_gateway(migrated_engine, clock, connections)
+    gateway.armed.batch = 2
+    gateway.armed.row_us = ROW_US
+    store = gateway.armed._store
+    real_arm, real_start = store.arm, store.start
+    calls: list[str] = []
+
+    async def arm(*args, **kwargs):
+        armed = await real_arm(*args, **kwargs)
+        calls.append("arm")
+        if len(calls) == 1:
+            clock.advance(4 - 1.5)  # the first arm lasted until the burst's window was open
+        return armed
+
+    async def start(owner, items, *args, **kwargs):
+        calls.append("start")
+        return await real_start(owner, items, *args, **kwargs)
+
+    monkeypatch.setattr(store, "arm", arm)
+    monkeypatch.setattr(store, "start", start)
+    monkeypatch.setattr(gateway.armed, "_measured", lambda rows, began: None)  # the pace stays pinned
+    assert await gateway.rounds.hand_out_round() == 0
+    arms = calls.index("start")
+    assert calls[:arms] == ["arm"] * arms and arms >= BURST // 2 and "arm" not in calls[arms:], calls
+    assert gateway.armed.waiting_to_send == BURST and sent(connection) == []
+    due_us = rows(migrated_engine)["e0"][3]
+    assert await advance_to(gateway, clock, due_us) == BURST

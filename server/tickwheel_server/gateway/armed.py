@@ -433,8 +433,9 @@ class ArmedQueue:
                 room = min(self.limit - len(self._entries), self.batch, credit - spoken.get(capability, 0),
                            (self.max_bytes - self.bytes) // ENTRY_BYTES)
                 # A started batch's instant came, or (once this pass armed some)
-                # the start window of what is armed opened: starting comes first.
-                # Arming a burst can take its whole window on a busy machine.
+                # what is armed is within start_ahead of its instant: starting
+                # comes first. Arming a burst can take its whole window on a
+                # busy machine.
                 if self._send_due() or (armed_now and self._start_window_open()):
                     interrupted = True
                 if room <= 0 or interrupted or self._fence.refusal(lease) is not None:
@@ -484,9 +485,12 @@ class ArmedQueue:
         return sent
 
     def _start_window_open(self) -> bool:
-        """An execution armed here and not yet seen due may be started now."""
+        """An execution armed here and not yet seen due is within
+        ``start_ahead`` of its instant. Not a burst's longer window: its
+        arming comes first (cut by it, the burst's last arms waited for
+        the starts of the rest, past the instant)."""
         head = self._head_us()
-        return head is not None and head - self.start_window_us(head) <= to_us(self._clock.now())
+        return head is not None and head - self._start_ahead_us <= to_us(self._clock.now())
 
     def _send_due(self) -> bool:
         """A started batch's instant came."""
