@@ -15,10 +15,10 @@ from .test_arming import add_one_off
 from .test_gateway_liveness import connect, make_gateway
 
 BURST = 12
-ROW_US = 250_000.0
+ROW_US = 150_000.0
 """A start's cost per row the tests pin: 12 runs in batches of 2, two starts
-under way, are three rounds of starts of 0.5 s, 1.5 s, and a quarter more."""
-WINDOW_US = 1_875_000
+under way, are three rounds of starts of 0.3 s, 0.9 s, and twice that."""
+WINDOW_US = 1_800_000
 
 
 async def armed_burst(engine, clock, *, later: tuple[str, ...] = ()):
@@ -51,7 +51,7 @@ async def test_a_bursts_start_window_opens_as_long_before_its_instant_as_its_sta
     migrated_engine, clock
 ) -> None:
     """Twelve runs on one instant take three rounds of starts at the pinned
-    rate: their window opens 1.875 s ahead (a fixed second left the last
+    rate: their window opens 1.8 s ahead (a fixed second left the last
     rounds of starts after the instant), every batch is started then and
     none is sent before the instant."""
     gateway, connection, due_us = await armed_burst(migrated_engine, clock)
@@ -73,14 +73,14 @@ async def test_a_bursts_start_window_opens_as_long_before_its_instant_as_its_sta
 
 async def test_a_run_after_a_burst_keeps_its_own_window_and_instant(migrated_engine, clock) -> None:
     """``z1``, due 0.5 s after the burst, in its second, counts in the
-    burst's window (13 runs: four rounds of starts, 2.5 s) but is not
+    burst's window (13 runs: four rounds of starts, 2.4 s) but is not
     started at its opening: once the burst is started its own window (the
     second) opens 0.5 s before the burst's instant; it is sent at its own
     instant, never with the burst."""
     gateway, connection, due_us = await armed_burst(migrated_engine, clock, later=("z1",))
     later_us = rows(migrated_engine)["z1"][3]
     assert later_us == due_us + 500_000
-    window_us = 2_500_000
+    window_us = 2_400_000
     assert gateway.armed.next_instant_us(0) == due_us - window_us
     await advance_to(gateway, clock, due_us - window_us)
     assert gateway.armed.waiting_to_send == BURST

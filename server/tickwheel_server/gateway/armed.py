@@ -109,8 +109,13 @@ rows in 0.2 s, a start of a burst's batch on a quiet two-core machine."""
 _MEASURED_ROWS = 500
 """Arms and starts of fewer rows do not update the measured rate: their
 fixed cost (round trips, the fence) would count as rows'."""
-_WINDOW_MARGIN = 1.25
-"""The start window is the starts' measured time and this much more."""
+_WINDOW_MARGIN = 2.0
+"""The start window is this many times the starts' time at the measured
+pace: the pace is first an arm's, one statement alone, and a start is a
+costlier statement (the guard's probes) run two at once beside the
+sends and results of what came due before: with a quarter more, a
+burst's last starts still ended after its instant (loadtest/RESULTS.md,
+"a burst's start window sized by its starts")."""
 _SPREAD_US = 10_000
 """A started batch holds executions ready within this many µs (a wheel
 tick) of each other, all sent at the latest one's instant."""
@@ -339,7 +344,8 @@ class ArmedQueue:
         would not end within it the time they take at the measured rate
         (:attr:`row_us`; batches of :attr:`batch`, :attr:`start_depth`
         under way at once, the executions armed for that second and the
-        next counted) and a quarter more, at most :data:`MAX_START_WINDOW`.
+        next counted) times :data:`_WINDOW_MARGIN`, at most
+        :data:`MAX_START_WINDOW`.
         Pure arithmetic over counts kept as entries come and go."""
         if not self._start_ahead_us:
             return 0
