@@ -96,12 +96,14 @@ async def test_a_run_after_a_burst_keeps_its_own_window_and_instant(migrated_eng
 
 
 async def test_the_window_is_start_ahead_for_a_small_instant_and_bounded_for_a_burst(
-    migrated_engine, clock
+    migrated_engine, clock, monkeypatch
 ) -> None:
     """An instant whose runs fit the starts under way at once keeps
     ``start_ahead`` however slow a start; a burst's window grows with the
     measured rate up to :data:`MAX_START_WINDOW`; a fast store keeps the
-    second; ``start_ahead`` 0 (no start ahead) stays 0."""
+    second, and a pace measured below :data:`START_ROW_US` counts as it;
+    ``start_ahead`` 0 (no start ahead) stays 0."""
+    from tickwheel_server.gateway import armed as armed_module
     from tickwheel_server.gateway.armed import MAX_START_WINDOW, ArmedQueue
 
     gateway, _connection, due_us = await armed_burst(migrated_engine, clock)
@@ -113,6 +115,9 @@ async def test_the_window_is_start_ahead_for_a_small_instant_and_bounded_for_a_b
     queue.batch = 2
     queue.row_us = 10.0
     assert queue.start_window_us(due_us) == int(DEFAULT_START_AHEAD * 1_000_000)
+    monkeypatch.setattr(armed_module, "START_ROW_US", ROW_US)  # the floor under a pace measured too low
+    assert queue.start_window_us(due_us) == WINDOW_US
+    monkeypatch.undo()
     assert queue.start_window_us(due_us + 5_000_000) == int(DEFAULT_START_AHEAD * 1_000_000)  # nothing armed then
     off = ArmedQueue(queue._store, queue._requeues, clock, queue._fence, start_ahead=0)
     assert off.start_window_us(due_us) == 0

@@ -103,9 +103,10 @@ rate, would not all end within ``start_ahead`` gets the window they need, up
 to this bound, so that it is started whole before its instant and only sent
 at it."""
 START_ROW_US = 100.0
-"""What one row of a start is taken to cost (µs of a start under way) until
-arms or starts of at least :data:`_MEASURED_ROWS` rows were measured: 2 000
-rows in 0.2 s, a start of a burst's batch on a quiet two-core machine."""
+"""What one row of a start is taken to cost at least (µs of a start under
+way), whatever arms or starts of at least :data:`_MEASURED_ROWS` rows
+measured: 2 000 rows in 0.2 s, a start of a burst's batch on a quiet
+two-core machine."""
 _MEASURED_ROWS = 500
 """Arms and starts of fewer rows do not update the measured rate: their
 fixed cost (round trips, the fence) would count as rows'."""
@@ -342,11 +343,11 @@ class ArmedQueue:
         """How long before ``ready_us`` the start window of what is armed
         for it opens (µs): ``start_ahead``, or for a burst whose starts
         would not end within it the time they take at the measured rate
-        (:attr:`row_us`; batches of :attr:`batch`, :attr:`start_depth`
-        under way at once, the executions armed for that second and the
-        next counted) times :data:`_WINDOW_MARGIN`, at most
-        :data:`MAX_START_WINDOW`.
-        Pure arithmetic over counts kept as entries come and go."""
+        (:attr:`row_us`, at least :data:`START_ROW_US`; batches of
+        :attr:`batch`, :attr:`start_depth` under way at once, the
+        executions armed for that second and the next counted) times
+        :data:`_WINDOW_MARGIN`, at most :data:`MAX_START_WINDOW`. Pure
+        arithmetic over counts kept as entries come and go."""
         if not self._start_ahead_us:
             return 0
         rows = self._armed_near(ready_us)
@@ -354,7 +355,10 @@ class ArmedQueue:
         if rows <= at_once:
             return self._start_ahead_us
         rounds = -(-rows // at_once)  # the starts, start_depth at a time
-        needed = int(rounds * self.batch * self.row_us * _WINDOW_MARGIN)
+        # Never below a quiet machine's start pace: the arms' pace, the
+        # first measured, reads below what the starts then take
+        # (loadtest/RESULTS.md, "a burst's start window sized by its starts").
+        needed = int(rounds * self.batch * max(self.row_us, START_ROW_US) * _WINDOW_MARGIN)
         return min(max(needed, self._start_ahead_us), int(MAX_START_WINDOW * 1_000_000))
 
     def _armed_near(self, ready_us: int) -> int:
