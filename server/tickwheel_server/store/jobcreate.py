@@ -55,48 +55,52 @@ from .tables import request_ids as request_rows
 # statement: the jobs' insert is a CTE and the cursors' insert writes its
 # rows only once it inserted (all or none: the jobs' insert has no ON
 # CONFLICT), so one round trip still writes a group.
-_JOB_ROWS = (
-    "ins AS (INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, "
-    "tzdata_version, pause_reason, paused_at, version, created_at, updated_at, quota_slot, calendar) "
-    "SELECT v.id, CAST(%(tenant)s AS TEXT), v.partition, v.name, v.state, v.spec, v.time_zone, "
-    "v.tzdata_version, '', NULL, 1, CAST(%(now)s AS BIGINT), CAST(%(now)s AS BIGINT), "
-    "CAST(%(slot)s AS INTEGER), v.calendar "
-    "FROM unnest(CAST(%(ids)s AS TEXT[]), CAST(%(partitions)s AS INTEGER[]), CAST(%(names)s AS TEXT[]), "
-    "CAST(%(states)s AS TEXT[]), CAST(%(specs)b AS BYTEA[]), CAST(%(zones)s AS TEXT[]), "
-    "CAST(%(tzdata)s AS TEXT[]), CAST(%(calendars)s AS TEXT[])) "
-    "AS v (id, partition, name, state, spec, time_zone, tzdata_version, calendar){taken} RETURNING 1)"
-)
-_CURSOR_ROWS = (
-    "INSERT INTO job_cursors (job_id, tenant, partition, state, version, next_run_at, next_due_at, run_count, "
-    "next_nominal_at) "
-    "SELECT c.id, CAST(%(tenant)s AS TEXT), c.partition, c.state, 1, c.next_run_at, c.next_due_at, 0, NULL "
-    "FROM unnest(CAST(%(ids)s AS TEXT[]), CAST(%(partitions)s AS INTEGER[]), CAST(%(states)s AS TEXT[]), "
-    "CAST(%(next_runs)s AS BIGINT[]), CAST(%(next_dues)s AS BIGINT[])) "
-    "AS c (id, partition, state, next_run_at, next_due_at) WHERE EXISTS (SELECT 1 FROM ins)"
-)
-_INSERT_JOBS = _JOB_ROWS + " " + _CURSOR_ROWS
+def _group_statements() -> tuple[str, str, str]:
+    """The jobs' insert, the same with the units taken first, and a group of
+    fresh jobs in one statement; their common parts are fragments (a CTE, an
+    insert reading it), kept local so that no module constant is one."""
+    job_rows = (
+        "ins AS (INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, "
+        "tzdata_version, pause_reason, paused_at, version, created_at, updated_at, quota_slot, calendar) "
+        "SELECT v.id, CAST(%(tenant)s AS TEXT), v.partition, v.name, v.state, v.spec, v.time_zone, "
+        "v.tzdata_version, '', NULL, 1, CAST(%(now)s AS BIGINT), CAST(%(now)s AS BIGINT), "
+        "CAST(%(slot)s AS INTEGER), v.calendar "
+        "FROM unnest(CAST(%(ids)s AS TEXT[]), CAST(%(partitions)s AS INTEGER[]), CAST(%(names)s AS TEXT[]), "
+        "CAST(%(states)s AS TEXT[]), CAST(%(specs)b AS BYTEA[]), CAST(%(zones)s AS TEXT[]), "
+        "CAST(%(tzdata)s AS TEXT[]), CAST(%(calendars)s AS TEXT[])) "
+        "AS v (id, partition, name, state, spec, time_zone, tzdata_version, calendar){taken} RETURNING 1)"
+    )
+    cursor_rows = (
+        "INSERT INTO job_cursors (job_id, tenant, partition, state, version, next_run_at, next_due_at, run_count, "
+        "next_nominal_at) "
+        "SELECT c.id, CAST(%(tenant)s AS TEXT), c.partition, c.state, 1, c.next_run_at, c.next_due_at, 0, NULL "
+        "FROM unnest(CAST(%(ids)s AS TEXT[]), CAST(%(partitions)s AS INTEGER[]), CAST(%(states)s AS TEXT[]), "
+        "CAST(%(next_runs)s AS BIGINT[]), CAST(%(next_dues)s AS BIGINT[])) "
+        "AS c (id, partition, state, next_run_at, next_due_at) WHERE EXISTS (SELECT 1 FROM ins)"
+    )
+    after_taken = " WHERE EXISTS (SELECT 1 FROM taken)"
+    insert_jobs = "WITH " + job_rows.format(taken="") + " " + cursor_rows
+    # The same rows with the quota's units taken first (:data:`.quota.TAKE_FIRST`):
+    # a group's update and insert in one round trip.
+    take_and_insert = quota.TAKE_FIRST.rstrip() + ", " + job_rows.format(taken=after_taken) + " " + cursor_rows
+    # A group of fresh jobs in one statement (:func:`_record_and_insert`): the
+    # request ids recorded (:func:`.requests.recorded_jobs`, reading the tenant's
+    # limits), the units taken only when every id was recorded (each new, its
+    # payload within the limit), the rows inserted only when they were taken.
+    # Otherwise nothing but the recorded ids is written, and they come back for
+    # the usual decisions; no row: no such tenant.
+    record_and_insert = (
+        "WITH " + requests.recorded_jobs() + ", taken AS (" + quota.JOBS.take_sql
+        + " AND (SELECT count(*) FROM recorded) = CAST(%(want)s AS BIGINT) RETURNING slot), "
+        + job_rows.format(taken=after_taken) + ", cursors AS (" + cursor_rows + " RETURNING 1) "
+        "SELECT t.max_jobs, t.max_payload_bytes, EXISTS (SELECT 1 FROM taken), "
+        "CASE WHEN EXISTS (SELECT 1 FROM taken) THEN NULL ELSE (SELECT array_agg(request_id) FROM recorded) END "
+        "FROM tenants AS t WHERE t.name = %(tenant)s"
+    )
+    return insert_jobs, take_and_insert, record_and_insert
 
-# The same rows with the quota's units taken first (:data:`.quota.TAKE_FIRST`):
-# a group's update and insert in one round trip.
-_TAKE_AND_INSERT_JOBS = (
-    quota.TAKE_FIRST.rstrip() + ", " + _INSERT_JOBS.format(taken=" WHERE EXISTS (SELECT 1 FROM taken)")
-)
-_INSERT_JOBS = "WITH " + _INSERT_JOBS.format(taken="")
 
-# A group of fresh jobs in one statement (:func:`_record_and_insert`): the
-# request ids recorded (:data:`.requests.RECORDED_JOBS`, reading the tenant's
-# limits), the units taken only when every id was recorded (each new, its
-# payload within the limit), the rows inserted only when they were taken.
-# Otherwise nothing but the recorded ids is written, and they come back for
-# the usual decisions; no row: no such tenant.
-_RECORD_AND_INSERT_JOBS = (
-    "WITH " + requests.RECORDED_JOBS + ", taken AS (" + quota.JOBS.take_sql
-    + " AND (SELECT count(*) FROM recorded) = CAST(%(want)s AS BIGINT) RETURNING slot), "
-    + _JOB_ROWS.format(taken=" WHERE EXISTS (SELECT 1 FROM taken)") + ", cursors AS (" + _CURSOR_ROWS + " RETURNING 1) "
-    "SELECT t.max_jobs, t.max_payload_bytes, EXISTS (SELECT 1 FROM taken), "
-    "CASE WHEN EXISTS (SELECT 1 FROM taken) THEN NULL ELSE (SELECT array_agg(request_id) FROM recorded) END "
-    "FROM tenants AS t WHERE t.name = %(tenant)s"
-)
+_INSERT_JOBS, _TAKE_AND_INSERT_JOBS, _RECORD_AND_INSERT_JOBS = _group_statements()
 
 Outcome = tuple[JobRecord, bool] | TickwheelError
 """What became of one item: (the job, whether this call created it), or why

@@ -82,13 +82,19 @@ _INSERT_SIZED = (
     "CAST(%(sizes)s AS BIGINT[])) AS v (request_id, target, size) "
     "WHERE v.size <= (SELECT max_payload_bytes FROM tenants WHERE name = %(tenant)s)"
 )
-RECORDED_JOBS = "recorded AS (" + _INSERT_SIZED + _ON_CONFLICT + " RETURNING request_id)"
-""":data:`_RECORD_JOBS`' insert as a CTE named ``recorded`` (its rows: the
-request ids recorded), for a statement that goes on to use them
-(:mod:`.jobcreate`'s group in one statement); parameters as
-:func:`record_jobs` binds them (:func:`record_jobs_parameters`)."""
+
+
+def recorded_jobs() -> str:
+    """:data:`_RECORD_JOBS`' insert as a CTE named ``recorded`` (its rows: the
+    request ids recorded), for a statement that goes on to use them
+    (:mod:`.jobcreate`'s group in one statement); parameters as
+    :func:`record_jobs` binds them (:func:`record_jobs_parameters`). A
+    function, not a constant: a fragment is no statement of its own."""
+    return "recorded AS (" + _INSERT_SIZED + _ON_CONFLICT + " RETURNING request_id)"
+
+
 _RECORD_JOBS = (
-    "WITH " + RECORDED_JOBS + " "
+    "WITH " + recorded_jobs() + " "
     "SELECT t.max_jobs, t.max_payload_bytes, r.request_id FROM tenants AS t LEFT JOIN recorded AS r ON true "
     "WHERE t.name = %(tenant)s"
 )
@@ -181,7 +187,7 @@ def record_jobs(
 
 
 def record_jobs_parameters(tenant: str, triples: Sequence[tuple[str, str, int]], now_us: int) -> dict:
-    """The parameters of :data:`RECORDED_JOBS` for ``triples`` (request id,
+    """The parameters of :func:`recorded_jobs` for ``triples`` (request id,
     job id, payload size), sorted by request id (:func:`record`'s order)."""
     return dict(
         tenant=tenant, kind=JOB, created_at=now_us, cutoff=cutoff(now_us),
