@@ -238,3 +238,24 @@ async def test_the_hand_out_reads_walks_once_a_round_and_only_for_jobs_naming_a_
         handed = await queue.handout.hand_out_ready("s1", world.clock.now(), ANY_ECHO, 10)
     assert len([h for h in handed if h.nominal_at_us == to_us(SATURDAY)]) == 3
     assert len([s for s in sent if "calendar_walks" in s.statement]) == 1
+
+
+async def test_another_tenants_walk_of_a_calendar_of_the_same_name_holds_nothing(world, migrated_engine) -> None:
+    """Tenant ``beta`` has a calendar named ``uk`` too, its change still being
+    walked: ``acme``'s runs of jobs naming its own ``uk`` are handed
+    out at their instant as if no walk were in progress (the hold's statement
+    is scoped by tenant and calendar)."""
+    await change(world, opened())
+    runs = await weekly_runs(world, 2, rule=job_pb2.CALENDAR_RULE_SKIP)
+    await TenantStore(migrated_engine, world.clock).create(Tenant(name="beta"))
+    await world.calendars.create("beta", "uk", definition_of(uk_calendar()), "cal-b")
+    with migrated_engine.begin() as conn:
+        conn.execute(calendar_walks.insert().values(
+            tenant="beta", calendar="uk", version=1, after_job="", job_count=0, changed_count=0, reported="[]",
+            started_at=0, held_until=to_us(world.clock.now()) + 3_600_000_000))  # fmt: skip
+    queue = ExecutionQueue(migrated_engine, world.clock)
+    world.clock.advance((SATURDAY - timedelta(seconds=3) - world.clock.now()).total_seconds())
+    world.clock.advance(4)  # past the instant, never armed: the hand-out's path, with its hold
+    handed = await queue.handout.hand_out_ready("s1", world.clock.now(), ANY_ECHO, 10)
+    assert sorted(h.id for h in handed) == runs, "another tenant's walk held acme's runs"
+    assert {row.tenant for row in world.rows(calendar_walks)} == {"beta"}
