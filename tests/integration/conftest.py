@@ -28,3 +28,15 @@ async def server(store_and_etcd):
     store, etcd = store_and_etcd
     async with running_server(store, etcd) as running:
         yield running
+
+
+@pytest.fixture
+async def servers_on_each_backend(migrated_sqlite_url, migrated_postgres_url, etcd_endpoint):
+    """One server with default settings on each backend, side by side, by
+    backend name (the ids of :data:`BACKENDS`), for a test that runs its case
+    on both at once (:func:`tests.support.server.on_each_backend`)."""
+    async with (
+        running_server(migrated_sqlite_url, "memory") as embedded,
+        running_server(migrated_postgres_url, etcd_endpoint) as postgres,
+    ):
+        yield {"embedded": embedded, "postgres+etcd": postgres}

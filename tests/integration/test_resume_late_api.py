@@ -12,6 +12,8 @@ succeeded, or a place in one skip range.
 
 No timing is asserted: the tests wait for instants and check order
 (started at or after the due instant, after the resume) and counts.
+The cases that wait a minute or more run on both backends at once
+(``on_each_backend``): the minutes are waited once, not once a backend.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from datetime import datetime, timedelta, timezone
 import grpc
 from tickwheel.v1 import calendar_pb2, execution_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
+from tests.support.server import Running, on_each_backend
 from tests.support.workers import builtin_handlers, running_worker
 
 WAIT = 30.0
@@ -180,7 +183,13 @@ async def test_a_held_one_off_resumed_past_its_threshold_is_one_paused_skip(serv
         assert one_terminal_state_each([due], executions, skips) == {due: "SKIP_REASON_JOB_PAUSED"}
 
 
-async def test_a_paused_minutely_job_skips_the_expired_runs_the_late_one_then_the_next_on_time(server) -> None:
+async def test_a_paused_minutely_job_skips_the_expired_runs_the_late_one_then_the_next_on_time(
+    servers_on_each_backend,
+) -> None:
+    await on_each_backend(servers_on_each_backend, _paused_minutely_job)
+
+
+async def _paused_minutely_job(server: Running) -> None:
     """Every minute, threshold 30 s, paused at least 5 s before its next
     occurrence N1 (claimed ahead and held, or not yet: either way it
     expires) and so more than the 60 s look-ahead before N2 (never claimed
@@ -225,7 +234,13 @@ async def test_a_paused_minutely_job_skips_the_expired_runs_the_late_one_then_th
         assert len([e for e in executions if _at(e.nominal_at) in (n2, n3)]) == 2  # each once
 
 
-async def test_a_calendar_job_resumed_after_its_nominal_instant_runs_at_its_moved_one(server) -> None:
+async def test_a_calendar_job_resumed_after_its_nominal_instant_runs_at_its_moved_one(
+    servers_on_each_backend,
+) -> None:
+    await on_each_backend(servers_on_each_backend, _calendar_job_resumed_late)
+
+
+async def _calendar_job_resumed_late(server: Running) -> None:
     """A one-off at N (more than the look-ahead away: never claimed while
     paused) on a holiday of its calendar, so due a day later (``next``);
     paused at once, resumed after N plus its 1 s threshold: the claim

@@ -3,6 +3,7 @@ as a `tickwheel server` child process."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -11,7 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +77,22 @@ async def running_server(store: str, etcd: str = "memory", **overrides) -> Async
         yield Running(server, server.address, token)
     finally:
         await server.stop(0.5)
+
+
+async def on_each_backend(servers: Mapping[str, Running], case: Callable[[Running], Awaitable[None]]) -> None:
+    """Run ``case(server)`` on each of ``servers`` (by backend name: the
+    integration tests' ``servers_on_each_backend`` fixture) at once, in this
+    loop: a case that waits real minutes (cron is minute-grained) waits them
+    once for every backend, not once for each. Every case runs to its end;
+    fails with the failure of each that failed, noted with its backend."""
+    outcomes = await asyncio.gather(*(case(server) for server in servers.values()), return_exceptions=True)
+    failures = []
+    for backend, outcome in zip(servers, outcomes):
+        if isinstance(outcome, BaseException):
+            outcome.add_note(f"on the {backend} backend")
+            failures.append(outcome)
+    if failures:
+        raise BaseExceptionGroup(f"failed on {len(failures)} of {len(servers)} backends", failures)
 
 
 @dataclass
