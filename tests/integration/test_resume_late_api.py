@@ -22,6 +22,7 @@ import asyncio
 from datetime import datetime, timedelta, timezone
 
 import grpc
+import pytest
 from tickwheel.v1 import calendar_pb2, execution_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tests.support.server import Running, on_each_backend
@@ -183,6 +184,8 @@ async def test_a_held_one_off_resumed_past_its_threshold_is_one_paused_skip(serv
         assert one_terminal_state_each([due], executions, skips) == {due: "SKIP_REASON_JOB_PAUSED"}
 
 
+@pytest.mark.postgres
+@pytest.mark.etcd  # its second case runs on PostgreSQL + etcd (marked as in BACKENDS)
 async def test_a_paused_minutely_job_skips_the_expired_runs_the_late_one_then_the_next_on_time(
     servers_on_each_backend,
 ) -> None:
@@ -234,6 +237,8 @@ async def _paused_minutely_job(server: Running) -> None:
         assert len([e for e in executions if _at(e.nominal_at) in (n2, n3)]) == 2  # each once
 
 
+@pytest.mark.postgres
+@pytest.mark.etcd  # its second case runs on PostgreSQL + etcd (marked as in BACKENDS)
 async def test_a_calendar_job_resumed_after_its_nominal_instant_runs_at_its_moved_one(
     servers_on_each_backend,
 ) -> None:
