@@ -287,6 +287,54 @@ async def test_a_group_of_new_jobs_is_one_statement(
     assert counts(migrated_engine, "nobody") == (0, 0, 0)
 
 
+def _parameters_sent(monkeypatch) -> list[dict]:
+    """The parameters of every statement psycopg's cursors send from now on."""
+    import psycopg
+
+    sent: list[dict] = []
+    execute = psycopg.Cursor.execute
+
+    def recorded(self, query, params=None, **kwargs):
+        if isinstance(params, dict):
+            sent.append(params)
+        return execute(self, query, params, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", recorded)
+    return sent
+
+
+@pytest.mark.parametrize("size", [12, SHARED_BATCH])
+async def test_a_create_sends_each_column_whole_not_a_value_per_job(
+    tenants: TenantStore, jobs: JobStore, clock, migrated_engine, monkeypatch, size
+) -> None:
+    """A create's statements (a CreateJob group's, a batch's) take every
+    column of its jobs as one value: a text array literal, or the
+    definitions packed as one binary array (:mod:`.binary_arrays`), never a
+    Python list that psycopg dumps a call per element. The definitions,
+    of several lengths (some bytes PostgreSQL would escape in text), are
+    stored byte for byte."""
+    if migrated_engine.dialect.name == "sqlite":
+        pytest.skip("SQLite's statements are SQLAlchemy's, a row of parameters per job")
+    await tenants.create(Tenant(name="acme", max_jobs=1000))
+    await jobs.create_many("acme", [(new_job(clock, name="warm"), "warm")])  # a fresh tenant's slot: dealt here
+    sent = _parameters_sent(monkeypatch)
+    items = []
+    for i in range(size):
+        job = new_job(clock, name=f"c{i}")
+        spec = b"\x1a\x02c" + bytes([48 + i % 10]) + b"\x5a" + bytes([i % 7]) + bytes(range(256))[: i % 7]
+        items.append((dataclasses.replace(job, spec=spec), f"column-{i}"))
+    outcomes = await jobs.create_many("acme", items)
+    assert all(created for _, created in outcomes)
+    listed = sorted({name for parameters in sent for name, value in parameters.items()
+                     if isinstance(value, (list, tuple))})  # fmt: skip
+    assert not listed, f"sent as Python lists (dumped a call per element): {listed}"
+    with migrated_engine.connect() as conn:
+        stored = dict(conn.execute(sa.select(jobs_table.c.id, jobs_table.c.spec).where(
+            jobs_table.c.id.in_([record.id for record, _ in outcomes]))).all())  # fmt: skip
+    assert [stored[record.id] for record, _ in outcomes] == [job.spec for job, _ in items]
+    assert counts(migrated_engine) == (size + 1,) * 3
+
+
 async def test_a_group_at_the_limit_creates_what_fits_in_order(
     tenants: TenantStore, jobs: JobStore, clock, migrated_engine
 ) -> None:

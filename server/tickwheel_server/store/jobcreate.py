@@ -40,6 +40,7 @@ from ..errors import NotFound, QuotaExceeded, TickwheelError
 from ..jobspec import calendar_named, calendar_ref
 from . import driver, quota, requests
 from .base import array_literal, one_of
+from .binary_arrays import ByteaArray
 from .calendarcursor import rekey_previous
 from .engine import Capabilities, capabilities
 from .jobrecords import JOB_COLUMNS, JOB_WITH_CURSOR, JobRecord, NewJobs, job_record
@@ -351,7 +352,7 @@ def _job_parameters(
     return dict(
         tenant=batch.tenant, now=now_us, slot=slot, want=len(ids), ids=array_literal(ids),
         partitions=array_literal(partitions), names=array_literal(_column(batch.names, chosen)),
-        states=array_literal(states), specs=specs, zones=array_literal(_column(batch.zones, chosen)),
+        states=array_literal(states), specs=ByteaArray(specs), zones=array_literal(_column(batch.zones, chosen)),
         next_runs=array_literal(_column(batch.next_runs, chosen)),
         next_dues=array_literal(_column(batch.next_dues, chosen)),
         tzdata=array_literal(_column(batch.tzdata, chosen)), calendars=array_literal(calendars),
