@@ -14,15 +14,17 @@ names them) and dealt to ``--workers`` workers of ``--tenants`` tenants,
 beside ``--history`` ended executions of older jobs (their ids sort
 first). The index sets:
 
-- ``main``: as migrated: ``executions_owner (owner)`` and
-  ``executions_running_worker (tenant, worker_id)``, both ``WHERE status =
-  'running'`` (beside ``executions_busy`` and the primary key);
-- ``no_owner``: ``executions_owner`` dropped, its readers left to the
-  planner;
-- ``merged``: both replaced by one ``executions_running (owner, tenant,
-  worker_id) WHERE status = 'running'``, the per-worker and per-tenant
-  readers walking the few sessions first (a recursive "next owner" probe,
-  then each session's range: :data:`_SKIP_OWNERS`).
+- ``before``: the set before migration 0040: ``executions_owner (owner)``
+  and ``executions_running_worker (tenant, worker_id)``, both ``WHERE
+  status = 'running'`` (beside ``executions_busy`` and the primary key),
+  read with that store's statements (the texts below);
+- ``migrated``: as migrated (0040): one ``executions_running (owner,
+  tenant, worker_id) WHERE status = 'running'``, read with the store's own
+  statements, captured as it sends them (the hello's read, a capped
+  tenant's running count, a tenant's running executions in a search) or
+  built as it builds them (ClusterStatus' running counts): the readers by
+  tenant or worker walk the sessions first, a probe each, then each
+  session's range (:func:`tickwheel_server.store.session_walk.running_rows`).
 
 Writes: ``--cycles`` times, the claim's shape (``--batch`` rows inserted
 running, one statement) and the outcome's (the ``--batch`` oldest running
@@ -39,13 +41,24 @@ mean nothing.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 
 import sqlalchemy as sa
+from tickwheel.shared.clock import FakeClock
+from tickwheel.shared.ids import from_us
 
 import _harness as h
 from tickwheel_server.store import create_store_engine, migrate
+from tickwheel_server.store.base import one_of
+from tickwheel_server.store.engine import capabilities
+from tickwheel_server.store.handout_tenants import rooms_under_caps
+from tickwheel_server.store.operations import OperationsStore
+from tickwheel_server.store.session_walk import running_rows
+from tickwheel_server.store.tables import executions
+from tickwheel_server.store.timeline import not_ahead
+from tickwheel_server.store.unheld import disown
 
 _ID = "'job_01JEX' || lpad(CAST(g AS TEXT), 16, '0') || 'ABCDEFGH'"
 """A job id as ``job_`` + a ULID's 26 characters; the execution's id adds its instant."""
@@ -76,8 +89,8 @@ _END = (  # the plain success's update, by id (store/plain_successes.py)
     "WHERE id = ANY (CAST(%(ids)s AS TEXT[]))"
 )
 
-# The next session with running rows after ``o.owner``, then each one's range of
-# the merged index: a walk of (sessions) probes, not of every running row.
+# The next session with running rows after ``o.owner``: a walk of (sessions)
+# probes, not of every running row.
 _SKIP_OWNERS = (
     "WITH RECURSIVE o (owner) AS ("
     "(SELECT e.owner FROM executions AS e WHERE e.status = 'running' AND e.owner IS NOT NULL "
@@ -111,32 +124,71 @@ READERS: dict[str, dict[str, str]] = {
         "main": "SELECT id, delivery, owner, handed_out_at, tenant, handler FROM executions "
                 "WHERE tenant = ANY (CAST(%(tenants)s AS TEXT[])) AND status = 'running' AND worker_id = %(worker)s "
                 "LIMIT 20000",
-        "merged": _SKIP_OWNERS + "SELECT r.* FROM o, LATERAL (SELECT e.id, e.delivery, e.owner, e.handed_out_at, "
-                  "e.tenant, e.handler FROM executions AS e WHERE e.status = 'running' AND e.owner = o.owner "
-                  "AND e.tenant = ANY (CAST(%(tenants)s AS TEXT[])) AND e.worker_id = %(worker)s LIMIT 20000) AS r "
-                  "WHERE o.owner IS NOT NULL LIMIT 20000",
     },
-    # ClusterStatus' queues (operations.py): the top tenants' running counts.
+    # A tenant's running executions in a search (timeline.py), before 0040: its range of the worker index, sorted.
+    "tenant_running_page": {
+        "main": "SELECT id, nominal_at FROM executions WHERE tenant = %(tenant)s AND status = 'running' "
+                "ORDER BY nominal_at DESC, id DESC LIMIT 51",
+    },
+    # ClusterStatus' queues (operations.py): the top tenants' running counts, those started ahead left out.
+    "cluster_status_count": {
+        "main": "SELECT tenant, count(*) FROM executions WHERE status = 'running' "
+                "AND tenant = ANY (CAST(%(tenants)s AS TEXT[])) AND (handed_out_at IS NULL "
+                "OR handed_out_at <= %(now)s) GROUP BY tenant",
+    },
+    # A capped tenant's hand-out round (handout_tenants.py rooms_under_caps): the capped tenants' running counts.
     "tenants_running_count": {
         "main": "SELECT tenant, count(*) FROM executions WHERE status = 'running' "
                 "AND tenant = ANY (CAST(%(tenants)s AS TEXT[])) GROUP BY tenant",
-        "merged": _SKIP_OWNERS + "SELECT r.tenant, sum(r.n) FROM o, LATERAL (SELECT e.tenant, count(*) AS n "
-                  "FROM executions AS e WHERE e.status = 'running' AND e.owner = o.owner "
-                  "AND e.tenant = ANY (CAST(%(tenants)s AS TEXT[])) GROUP BY e.tenant) AS r "
-                  "WHERE o.owner IS NOT NULL GROUP BY r.tenant",
     },
 }
 
-INDEX_SETS: dict[str, list[str]] = {
-    "main": [],
-    "no_owner": ["DROP INDEX executions_owner"],
-    "merged": [
-        "DROP INDEX executions_owner", "DROP INDEX executions_running_worker",
-        "CREATE INDEX executions_running ON executions (owner, tenant, worker_id) WHERE status = 'running'",
-    ],
-}
+_BEFORE = ["CREATE INDEX IF NOT EXISTS executions_owner ON executions (owner) WHERE status = 'running'",
+           "CREATE INDEX IF NOT EXISTS executions_running_worker ON executions (tenant, worker_id) "
+           "WHERE status = 'running'",
+           "DROP INDEX IF EXISTS executions_running"]
+INDEX_SETS: dict[str, list[str]] = {"before": _BEFORE, "migrated": []}
 RUNNING_INDEXES = ("executions_owner", "executions_running_worker", "executions_running", "executions_busy",
                    "executions_pkey")
+
+
+_NOW_US = 2_000_000_000
+"""The readers' clock: after every running row's hand-out instant (none started ahead)."""
+
+
+def _store_statements(engine, params: dict) -> dict[str, tuple[str, dict]]:
+    """The store's own statements of the readers by tenant or worker, as
+    it sends them (captured while it runs them, in a transaction rolled
+    back) or builds them: reader name -> (text, parameters)."""
+    caps = capabilities(engine)
+    seen: list[tuple[str, dict]] = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany) -> None:
+        if not executemany:  # the gate rows' upsert is the one sent many
+            seen.append((statement, dict(parameters)))
+
+    capped = [type("Capped", (), {"name": name, "max_concurrency": 10**9}) for name in params["tenants"]]
+    sa.event.listen(engine, "before_cursor_execute", capture)
+    try:
+        with engine.connect() as conn:
+            # since far ahead: the read runs, nothing is marked (its instant set back below)
+            disown(conn, caps, "nobody", params["worker"], [], tenants=params["tenants"], since_us=2**62)
+            rooms_under_caps(conn, caps, capped)
+            conn.rollback()
+        clock = FakeClock(from_us(_NOW_US))
+        asyncio.run(OperationsStore(engine, clock).search_executions(tenant=params["tenant"], statuses=["running"],
+                                                                     limit=50))
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", capture)
+    walked = [(sql, values) for sql, values in seen if "running_sessions" in sql]
+    [hello] = [(sql, {**values, "handed_out_at_1": 0}) for sql, values in walked if "worker_id =" in sql]
+    [capped_count] = [sent for sent in walked if "count(*)" in sent[0]]
+    [page] = [sent for sent in walked if "sort_nominal_at" in sent[0]]
+    held = running_rows(caps, [executions.c.tenant], one_of(caps, executions.c.tenant, params["tenants"]),
+                        not_ahead(_NOW_US))  # operations.py queues' count, built as it builds it
+    compiled = sa.select(held.c.tenant, sa.func.count()).group_by(held.c.tenant).compile(engine)
+    return {"hello_worker_rows": hello, "tenants_running_count": capped_count, "tenant_running_page": page,
+            "cluster_status_count": (str(compiled), dict(compiled.params))}
 
 
 def _explain(conn, sql: str, params: dict, *, wal: bool) -> dict:
@@ -207,11 +259,12 @@ def one(url: str, index_set: str, running: int, args) -> dict:
                      for name, size in _index_sizes(conn).items() if name in RUNNING_INDEXES}
             reads = {}
             params = {"owner": owners[0], "tenants": [f"tenant-{t:05d}" for t in range(min(5, args.tenants))],
-                      "worker": f"worker-{1:06d}"}  # of tenant-00001
+                      "worker": f"worker-{1:06d}", "tenant": "tenant-00001", "now": _NOW_US}  # of tenant-00001
+            sent = _store_statements(engine, params) if index_set == "migrated" else {}
             for name, texts in READERS.items():
-                sql = texts.get(index_set, texts["main"])
+                sql, values = sent.get(name, (texts["main"], params))
                 try:
-                    reads[name] = _explain(conn, sql, params, wal=False)
+                    reads[name] = _explain(conn, sql, values, wal=False)
                 finally:
                     conn.rollback()  # the reaper's pick locks its rows
         return {"index_set": index_set, "running": running,
@@ -249,11 +302,10 @@ def main(argv: list[str] | None = None) -> int:
                 for index_set in INDEX_SETS:
                     runs.append(one(url, index_set, running, args))
                     with sa.create_engine(url).begin() as conn:  # the migrated indexes back for the next set
-                        conn.exec_driver_sql("DROP INDEX IF EXISTS executions_running")
-                        conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS executions_owner ON executions (owner) "
-                                             "WHERE status = 'running'")
-                        conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS executions_running_worker ON executions "
-                                             "(tenant, worker_id) WHERE status = 'running'")
+                        conn.exec_driver_sql("DROP INDEX IF EXISTS executions_owner")
+                        conn.exec_driver_sql("DROP INDEX IF EXISTS executions_running_worker")
+                        conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS executions_running ON executions "
+                                             "(owner, tenant, worker_id) WHERE status = 'running'")
     print(json.dumps({"benchmark": "running_paths", "smoke": args.smoke, "servers": args.servers,
                       "workers": args.workers, "tenants": args.tenants, "history": args.history, "cycles": args.cycles, "batch": args.batch,
                       "runs": runs, "machine": {"load_before": load_before, "load_after": h.load_average()}},

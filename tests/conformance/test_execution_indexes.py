@@ -32,7 +32,9 @@ from .test_dispatch_claim import NOW, OWNED, World, once_job
 from .test_handout import ANY_ECHO, add_execution
 
 PRIMARY_KEY = "primary key"
-RUNNING = {PRIMARY_KEY, "executions_owner", "executions_busy", "executions_running_worker"}
+RUNNING = {PRIMARY_KEY, "executions_running", "executions_busy"}
+"""A running row's indexes since migration 0040: ``executions_running (owner, tenant, worker_id)`` took the
+places of ``executions_owner (owner)`` and ``executions_running_worker (tenant, worker_id)``."""
 SCHEDULED = {
     PRIMARY_KEY, "executions_scheduled_tenant", "executions_tenant_ready", "executions_not_started",
     "executions_not_started_job",
@@ -78,7 +80,7 @@ async def store(migrated_engine, clock) -> ExecutionQueue:
     return ExecutionQueue(migrated_engine, clock, rng=random.Random(3))
 
 
-async def test_a_handed_out_execution_is_in_four_indexes_only(store, migrated_engine, clock) -> None:
+async def test_a_handed_out_execution_is_in_three_indexes_only(store, migrated_engine, clock) -> None:
     add_execution(migrated_engine, clock, "e1")
     scheduled = indexes_holding(migrated_engine, "e1")
     [handed] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)
@@ -206,6 +208,17 @@ async def test_migration_30_puts_existing_scheduled_rows_into_the_index_by_insta
         engine.dispose()
 
 
+def _hand_out_as_of(engine: sa.Engine, clock, *, worker_id: str | None = None) -> None:
+    """e1 handed out by session s1 (to ``worker_id``) as an older store's
+    hand-out wrote it: the columns every version has (today's reads
+    columns added since)."""
+    with engine.begin() as conn:
+        conn.execute(sa.text(
+            "UPDATE executions SET delivery = delivery + 1, status = 'running', owner = 's1', worker_id = :worker, "
+            "handed_out_at = :at WHERE id = 'e1' AND status = 'scheduled'"
+        ), {"at": to_us(clock.now()), "worker": worker_id})
+
+
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def test_migration_33_puts_existing_running_rows_into_the_index_by_tenant_and_worker(
     backend, request, tmp_path, clock,
@@ -215,17 +228,48 @@ async def test_migration_33_puts_existing_running_rows_into_the_index_by_tenant_
     replaces); ``executions_running_tenant`` is gone."""
     engine = await _store_at(32, backend, request, tmp_path, clock)
     try:
-        # Handed out as the hand-out of that version wrote it (today's reads columns added since).
-        with engine.begin() as conn:
-            conn.execute(sa.text(
-                "UPDATE executions SET delivery = delivery + 1, status = 'running', owner = 's1', "
-                "handed_out_at = :at WHERE id = 'e1' AND status = 'scheduled'"
-            ), {"at": to_us(clock.now())})
+        _hand_out_as_of(engine, clock)
         assert "executions_running_tenant" in indexes_holding(engine, "e1")
-        migrate(engine)
+        migrate(engine, target=33)
         with engine.connect() as conn:
             names = set(_indexes(conn))
         assert "executions_running_tenant" not in names and "executions_running_worker" in names
+        assert indexes_holding(engine, "e1") == {PRIMARY_KEY, "executions_owner", "executions_busy",
+                                                 "executions_running_worker"}
+        migrate(engine)
         assert indexes_holding(engine, "e1") == RUNNING
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_migration_40_puts_existing_running_rows_into_one_index_led_by_the_session(
+    backend, request, tmp_path, clock,
+) -> None:
+    """A store written before migration 0040 keeps its running rows, each
+    now in ``executions_running (owner, tenant, worker_id)`` (one entry for
+    the two of ``executions_owner`` and ``executions_running_worker``, both
+    gone), and its readers by tenant and worker find them there: the
+    hello's, the capped tenant's count. Running it again changes nothing."""
+    from tickwheel_server.store.engine import capabilities
+    from tickwheel_server.store.handout_tenants import rooms_under_caps
+    from tickwheel_server.store.unheld import disown
+
+    engine = await _store_at(39, backend, request, tmp_path, clock)
+    try:
+        _hand_out_as_of(engine, clock, worker_id="w1")
+        assert indexes_holding(engine, "e1") == {PRIMARY_KEY, "executions_owner", "executions_busy",
+                                                 "executions_running_worker"}
+        migrate(engine)
+        migrate(engine)
+        with engine.connect() as conn:
+            names = set(_indexes(conn))
+        assert not names & {"executions_owner", "executions_running_worker"}
+        assert indexes_holding(engine, "e1") == RUNNING
+        caps = capabilities(engine)
+        capped = type("Capped", (), {"name": "acme", "max_concurrency": 3})
+        with engine.begin() as conn:
+            assert rooms_under_caps(conn, caps, [capped]) == {"acme": 2}
+            assert disown(conn, caps, "s2", "w1", [], tenants=["acme"], since_us=0) == [("e1", 1)]
     finally:
         engine.dispose()

@@ -64,6 +64,7 @@ EXPANDING_LEFT = {
     "requests.py": (1, "a subquery (the oldest request ids)"),
     "requeue.py": (1, "a subquery (a batch of the owner's running executions to restamp)"),
     "rollups.py": (2, "SQLite's read of the rollups to merge"),
+    "session_walk.py": (1, "SQLite's sessions holding running rows: a subquery (the recursive walk)"),
 }
 """Expanding ``IN`` left in each store module, and why its list is not a request's."""
 

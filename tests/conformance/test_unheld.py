@@ -192,7 +192,7 @@ async def test_a_hello_reads_at_most_its_bound_and_the_rows_past_it_wait_the_gra
     reads = []
 
     def capture(conn, cursor, statement, parameters, context, executemany) -> None:
-        if statement.lstrip().upper().startswith("SELECT") and "unheld_delivery" not in statement:
+        if statement.lstrip().upper().startswith(("SELECT", "WITH")) and "unheld_delivery" not in statement:
             reads.append(statement)
 
     sa.event.listen(migrated_engine, "before_cursor_execute", capture)

@@ -311,7 +311,8 @@ UNBOUNDED_LEFT: dict[tuple[str, str], tuple[int, str]] = {
     ("retention.py", "RetentionStore.detach_partition.fn"): (1, "the catalogue: EXISTS of one partition"),
     ("retention.py", "RetentionStore.roll_up_detached.fn"): (3, ONE_ROW + " (attempt_partition_walks by partition)"),
     ("revisions.py", "keep_revisions"): (1, "CHUNK jobs' revisions: KEEP a job + the batch's (their one writer)"),
-    ("timeline.py", "scans"): (1, "a builder: its callers add the LIMIT (history, search_executions)"),
+    ("timeline.py", "scans"): (2, "builders, one a tenant's running group a session at a time: its callers add "
+                                  "the LIMIT (history, search_executions)"),
     ("transactions.py", "table_held"): (1, "EXISTS over the lock table: stops at the first row, outage path only"),
 }
 """Statements left without a bound, per (module, function): how many, and why."""

@@ -16,6 +16,7 @@ from .base import driver_sql, execute_arrays, one_of
 from .engine import Capabilities
 from .executions import Capability
 from .isolation import insert_for, status_in
+from .session_walk import running_rows
 from .tables import executions, tenant_gates, tenants
 from .tenant_walk import TenantWalk
 
@@ -69,7 +70,9 @@ def ready_tenants(
 def rooms_under_caps(conn: Connection, caps: Capabilities, capped: list) -> dict[str, int]:
     """How many more executions each capped tenant may run. Its gate row
     is written first: hand-outs for one tenant take turns, and each
-    counts the running executions the previous one committed."""
+    counts the running executions the previous one committed: one
+    statement (one snapshot), each session's range of the capped tenants
+    in ``executions_running`` (:func:`.session_walk.running_rows`)."""
     if not capped:
         return {}
     names = sorted(t.name for t in capped)
@@ -78,11 +81,6 @@ def rooms_under_caps(conn: Connection, caps: Capabilities, capped: list) -> dict
         gate.on_conflict_do_update(index_elements=["tenant"], set_=dict(rounds=tenant_gates.c.rounds + 1)),
         [dict(tenant=name, rounds=1) for name in names],
     )
-    counts = dict(
-        conn.execute(
-            sa.select(executions.c.tenant, sa.func.count())
-            .where(status_in(executions.c.status, "running"), one_of(caps, executions.c.tenant, names))
-            .group_by(executions.c.tenant)
-        ).all()
-    )
+    running = running_rows(caps, [executions.c.tenant], one_of(caps, executions.c.tenant, names))
+    counts = dict(conn.execute(sa.select(running.c.tenant, sa.func.count()).group_by(running.c.tenant)).all())
     return {t.name: max(0, t.max_concurrency - counts.get(t.name, 0)) for t in capped}

@@ -18,6 +18,7 @@ from .base import SqlStore, one_of
 from .history import EXECUTION_STATUSES, ExecutionRecord, _attempts_of, execution_from_row
 from .tables import executions
 from .ended_walk import newest_ended
+from .session_walk import running_rows
 from .timeline import TERMINAL, not_ahead, scans, shown
 
 READY_COUNT_CAP = 100_000
@@ -81,7 +82,8 @@ class OperationsStore(SqlStore):
         Bounded: one descent of ``executions_tenant_ready`` per tenant with
         scheduled work, a range scan of at most :data:`READY_COUNT_CAP`
         entries per tenant, and a count of the top tenants' running
-        executions on ``executions_running_worker``. ``now`` is the caller's
+        executions, each session's range of them in ``executions_running``
+        (:func:`.session_walk.running_rows`). ``now`` is the caller's
         clock (one clock decides "ready", and "running": a row started ahead
         of a send instant after it is not counted, as readers show it not
         started)."""
@@ -96,15 +98,9 @@ class OperationsStore(SqlStore):
             if not depths:
                 return []
             names = [row.tenant for row in depths]
-            running = dict(
-                conn.execute(
-                    sa.select(executions.c.tenant, sa.func.count())
-                    .where(executions.c.status == sa.literal_column("'running'"),
-                           one_of(self.caps, executions.c.tenant, names),
-                           not_ahead(now_us))
-                    .group_by(executions.c.tenant)
-                ).all()
-            )
+            held = running_rows(self.caps, [executions.c.tenant], one_of(self.caps, executions.c.tenant, names),
+                                not_ahead(now_us))
+            running = dict(conn.execute(sa.select(held.c.tenant, sa.func.count()).group_by(held.c.tenant)).all())
             return [
                 TenantQueue(row.tenant, row.ready, running.get(row.tenant, 0), from_us(row.oldest)) for row in depths
             ]
@@ -170,7 +166,7 @@ class OperationsStore(SqlStore):
             # instant (a million jobs at midnight) starts where the last one ended.
             for part in scans([e.c.id, e.c.nominal_at, e.c.status, e.c.tenant, e.c.handed_out_at], job_id=job_id,
                               tenant=tenant, statuses=wanted, now_us=now_us, where=span, before=key,
-                              narrow=False):  # fmt: skip
+                              narrow=False, caps=self.caps):  # fmt: skip
                 budget = scan if part.unfiltered else limit + 1
                 if part.group == TERMINAL and not tenant and not job_id:  # no index of every tenant's (0037)
                     rows = newest_ended(conn, part.query, budget, key=lambda row: (row.nominal_at, row.id))

@@ -21,15 +21,16 @@ per row. So the statuses fall in four groups, each with its own indexes:
   ``scheduled``): ``executions_armed (owner, id)`` and
   ``executions_armed_job (job_id, nominal_at, id)``; few, like the running;
 - :data:`RUNNING`: the indexes the running state needs anyway,
-  ``executions_owner (owner)`` for all, ``executions_running_worker
-  (tenant, worker_id)`` for a tenant's (migration 0033: a worker's hello
-  reads its own rows in it), ``executions_busy (job_id)`` for a job's.
+  ``executions_running (owner, tenant, worker_id)`` (migration 0040) for
+  all and for a tenant's (each session's range of the tenant, the
+  sessions walked a probe each: :func:`.session_walk.running_rows`),
+  ``executions_busy (job_id)`` for a job's.
   Running executions are at most as many as the workers' slots: a read
   takes all of its scope's and sorts them. ``executions_busy`` also holds
   the job's retries waiting (``scheduled``, attempt > 1), which the
   not-started group returns as well: a job's read states the index's own
   predicate and leaves them in (a ``status = 'running'`` beside it lets
-  PostgreSQL AND the index with ``executions_owner`` read whole), and the
+  PostgreSQL AND the index with ``executions_running`` read whole), and the
   merge keeps each execution once.
 
 A ``running`` row may have been started ahead of its instant (a server
@@ -59,6 +60,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement, Select
 
 from .isolation import status_in
+from .engine import Capabilities
+from .session_walk import running_rows
 from .tables import executions
 
 TERMINAL = ("succeeded", "dead", "canceled")
@@ -166,6 +169,7 @@ def scans(
     where: Sequence[ColumnElement] = (),
     before: tuple[int, str] | None = None,
     narrow: bool = True,
+    caps: Capabilities | None = None,
 ) -> list[GroupScan]:
     """One statement per status group that ``statuses`` (empty: all) touch,
     selecting ``columns`` of the executions of ``job_id`` and/or ``tenant``
@@ -185,7 +189,12 @@ def scans(
     a LIMIT bounds what the statement reads. The running group's are
     always conditions: no index orders running rows, so its statement
     reads its scope's whole (a few, at most the workers' slots) whatever
-    the filter, and the filter only shortens what it returns."""
+    the filter, and the filter only shortens what it returns. A tenant's
+    running rows without a job are read a session at a time
+    (:func:`.session_walk.running_rows`), whose statement depends on the
+    engine: ``caps`` is required then."""
+    if tenant and not job_id and caps is None:
+        raise ValueError("a tenant's executions without a job need the engine's caps")
     asked = frozenset(statuses)
     if asked and now_us is None:
         raise ValueError("a status filter needs the reader's now_us")
@@ -210,13 +219,30 @@ def scans(
         exact = narrow or group == RUNNING
         if exact:
             conditions += filters
-        query = (
-            sa.select(*columns)
-            .where(*conditions)
-            .order_by(executions.c.nominal_at.desc(), executions.c.id.desc())
-        )
+        if group == RUNNING and tenant and not job_id:
+            query = _tenant_running(caps, columns, conditions)
+        else:
+            query = (
+                sa.select(*columns)
+                .where(*conditions)
+                .order_by(executions.c.nominal_at.desc(), executions.c.id.desc())
+            )
         found.append(GroupScan(group, query, unfiltered=bool(filters) and not exact))
     return found
+
+
+def _tenant_running(caps: Capabilities, columns: Sequence, conditions: Sequence[ColumnElement]) -> Select:
+    """``columns`` of the running rows meeting ``conditions`` (a tenant's),
+    each session's range of ``executions_running (owner, tenant,
+    worker_id)``, newest ``(nominal_at, id)`` first: selected from
+    :func:`.session_walk.running_rows`, the sort keys carried under names
+    of their own."""
+    wanted = sa.select(*columns).selected_columns
+    held = running_rows(caps, [*wanted, executions.c.nominal_at.label("sort_nominal_at"),
+                               executions.c.id.label("sort_id")], *conditions)
+    return sa.select(*(held.c[column.key] for column in wanted)).order_by(
+        held.c.sort_nominal_at.desc(), held.c.sort_id.desc()
+    )
 
 
 def newest(conn: Connection, group_scans: Iterable[GroupScan], limit: int) -> list:

@@ -40,6 +40,7 @@ from .base import chunks, one_of
 from .engine import Capabilities
 from .executions import Retry
 from .isolation import status_in
+from .session_walk import running_rows
 from .tables import executions
 
 
@@ -82,22 +83,21 @@ def disown(
     allows are marked: another credential of the tenant saying hello with
     this worker id disowns nothing it could not have been handed. Reads at
     most :data:`READ_BOUND` running rows of ``tenants`` stamped with
-    ``worker_id``, the range of ``executions_running_worker (tenant,
-    worker_id)`` (migration 0033), and filters them on session and hand-out
-    instant only then, so rows of that worker id it does not mark count
-    against the bound too and no statement reads more than it."""
+    ``worker_id``: each session's range of its tenants and worker id in
+    ``executions_running (owner, tenant, worker_id)`` (migration 0040), the
+    sessions walked a probe each (:func:`.session_walk.running_rows`),
+    and filters them on session and hand-out instant only then, so rows of
+    that worker id it does not mark count against the bound too and no
+    statement reads more than it."""
     if not tenants or not worker_id:
         return []
     listed = set(held)
-    dealt = (
-        sa.select(executions.c.id, executions.c.delivery, executions.c.owner, executions.c.handed_out_at,
-                  executions.c.tenant, executions.c.handler)
-        .where(
-            one_of(caps, executions.c.tenant, sorted(set(tenants))), status_in(executions.c.status, "running"),
-            executions.c.worker_id == worker_id,
-        )
-        .limit(sa.literal_column(str(int(READ_BOUND))))  # a literal: a generic plan prices the read whole
-        .subquery()
+    dealt = running_rows(
+        caps,
+        [executions.c.id, executions.c.delivery, executions.c.owner, executions.c.handed_out_at,
+         executions.c.tenant, executions.c.handler],
+        one_of(caps, executions.c.tenant, sorted(set(tenants))), executions.c.worker_id == worker_id,
+        limit=sa.literal_column(str(int(READ_BOUND))),  # a literal: a generic plan prices the read whole
     )
     found = conn.execute(
         sa.select(dealt.c.id, dealt.c.delivery, dealt.c.tenant, dealt.c.handler)
@@ -117,7 +117,7 @@ def disown(
     # (loadtest/RESULTS.md, "A hello reads its worker's rows"). The status
     # and the worker id are compared through COALESCE, which no partial
     # index's predicate or key matches (a generic plan also ANDed every
-    # running row of ``executions_owner`` into the ids' bitmap), so the ids
+    # running row of the session's index into the ids' bitmap), so the ids
     # on the primary key are the only path. A row handed out again since the read (READ
     # COMMITTED: another delivery) meets the conditions only if it was
     # dealt to this worker id by another session within the window while
@@ -144,7 +144,7 @@ def unheld_rows(conn: Connection, caps: Capabilities, owner: str, limit: int) ->
     it does not hold (id, delivery, partition, ready_at), locked (rows
     another transaction holds are passed over), for
     :meth:`.requeue.RequeueStore.release_unheld` to give back. Reads the
-    session's running rows (``executions_owner``) until it has ``limit``,
+    session's running rows (``executions_running``, led by the session) until it has ``limit``,
     in no order (the rows are locked SKIP LOCKED: no wait to order)."""
     picked = (
         sa.select(executions.c.id, executions.c.delivery, executions.c.partition, executions.c.ready_at)
