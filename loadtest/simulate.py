@@ -814,6 +814,7 @@ class Simulation:
         if self.shared is not None:
             out["store"]["shared_with_servers_and_workers"] = True
         if self.killed_at is not None:
+            stranded = {*self.reaped, *self.released, *self.disarmed}  # what the dead server held
             moved = [i for i in started if self.partition[i] in self.moved and self.due[i] >= self.killed_at]
             out["killed"] = {
                 "at": self.killed_at,
@@ -826,14 +827,10 @@ class Simulation:
                 "their_lateness_at_start_s": lateness(moved, self.started_at),
                 "others_lateness_at_start_s": lateness(
                     [i for i in started if self.partition[i] not in self.moved], self.started_at),
-                "survivors_lateness_at_start_s": lateness(
-                    [i for i in started if self.due[i] >= self.killed_at
-                     and i not in self._stranded()], self.started_at),
+                "not_stranded_lateness_at_start_s": lateness(
+                    [i for i in started if self.due[i] >= self.killed_at and i not in stranded], self.started_at),
             }
         return out
-
-    def _stranded(self) -> set[int]:
-        return {*self.reaped, *self.released, *self.disarmed}
 
 
 def simulate(config: Config) -> dict:
