@@ -517,7 +517,8 @@ class Simulation:
             if window > c.start_ahead and (not s.windows or s.windows[-1][0] != due):
                 s.windows.append((due, round(window, 4), s.per_second.get(math.floor(due), 0)
                                   + s.per_second.get(math.floor(due) + 1, 0)))
-            horizon = self.now + window
+            # Never short of the head itself: now + window may round a hair below it.
+            horizon = max(self.now + window, due)
             while s.armed and s.armed[0][0] <= horizon:
                 s.to_start.append(heapq.heappop(s.armed)[1])
         while s.to_start and len(s.starts) < c.start_depth:

@@ -9,8 +9,10 @@ small. No figure of the model is asserted beyond what those rules imply."""
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
+import signal
 import subprocess
 import sys
 from dataclasses import replace
@@ -263,3 +265,27 @@ def test_a_store_smaller_than_the_demand_makes_lateness_grow() -> None:
     assert longer > shorter + 5.0  # ten more seconds of demand beyond capacity: the backlog only grows
     assert all(s.figures_["store"]["utilisation"] > 0.9 for s in starved)
     assert ample.figures_["store"]["utilisation"] < 0.5
+
+
+def test_a_window_opening_a_hair_early_in_floating_point_still_starts_its_instant() -> None:
+    # 6.034103999999999 + 1.6 rounds to 7.634103999999999, below the instant 7.634104: the
+    # window is open (instant − window is now) and what it holds must be taken, not looked at forever.
+    config = replace(BURST, peak=1, peak_at=7.634104, start_ahead=1.6)
+    simulation = Simulation(config)
+    s, due = simulation.servers[0], simulation.due[0]
+    heapq.heappush(s.armed, (due, 0))
+    s.per_second[math.floor(due)] += 1
+    s.armed_count = s.spoken = 1
+    simulation.now = due - config.start_ahead
+    assert simulation.now + config.start_ahead < due
+    def stuck(*_: object) -> None:
+        raise TimeoutError("start_due never returned")
+
+    previous = signal.signal(signal.SIGALRM, stuck)  # the loop that never ended fails here, not the suite
+    signal.alarm(20)
+    try:
+        simulation.start_due(s)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not s.armed and list(s.starts.values()) == [[0]]
