@@ -267,12 +267,16 @@ class Capture:
         self.claim: tuple[str, dict] | None = None
         self.writes: dict[str, str] = {}
         self.statements = 0
+        self.round_trips = 0
+        """Each statement sent alone, each pipeline's Sync, each COMMIT sent alone (psycopg's
+        one-off prepare of a statement it runs often left out)."""
         self.sql_s = 0.0
         self._started: list[float] = []
 
     def __enter__(self) -> Capture:
         event.listen(self.engine, "before_cursor_execute", self._before)
         event.listen(self.engine, "after_cursor_execute", self._after)
+        event.listen(self.engine, "commit", self._commit)
         self._send = store_pipeline.send
         store_pipeline.send = self._pipelined
         return self
@@ -280,7 +284,13 @@ class Capture:
     def __exit__(self, *exc) -> None:
         event.remove(self.engine, "before_cursor_execute", self._before)
         event.remove(self.engine, "after_cursor_execute", self._after)
+        event.remove(self.engine, "commit", self._commit)
         store_pipeline.send = self._send
+
+    def _commit(self, conn) -> None:
+        # A COMMIT is sent only for a transaction still open (one whose pipeline carried it is not).
+        if conn.connection.dbapi_connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            self.round_trips += 1
 
     def _seen(self, statement: str, parameters) -> None:
         if self.claim is None and "FROM job_cursors" in statement and "FOR UPDATE" in statement:
@@ -292,6 +302,7 @@ class Capture:
         self.statements += 1
 
     def _pipelined(self, conn, statements, **options):
+        self.round_trips += 1
         for statement, parameters in statements:
             self._seen(statement, parameters)
         started = time.perf_counter()
@@ -301,6 +312,9 @@ class Capture:
             self.sql_s += time.perf_counter() - started
 
     def _before(self, conn, cursor, statement, parameters, context, executemany) -> None:
+        dbapi = conn.connection.dbapi_connection
+        idle = dbapi.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        self.round_trips += 2 if idle and not dbapi.autocommit else 1  # psycopg's BEGIN: a trip of its own
         self._seen(statement, parameters)
         self._started.append(time.perf_counter())
 
@@ -397,6 +411,7 @@ async def run_store(url: str, owned: dict[int, int], batch: int, specs: Definiti
         "sql_s": round(capture.sql_s, 3),
         "python_s": round(elapsed - capture.sql_s, 3),
         "statements_per_batch": round(capture.statements / batches, 1),
+        "round_trips_per_batch": round(capture.round_trips / batches, 2),
         "definitions_parsed": specs.misses - misses,
         "pg_cpu_ms_per_occurrence": None if pg_cpu is None else round(pg_cpu * 1000 / max(claimed, 1), 4),
         "wal_bytes_per_occurrence": round(wal / max(claimed, 1), 1),

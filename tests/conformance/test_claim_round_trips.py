@@ -1,7 +1,7 @@
 """The claim's round trips on PostgreSQL (``store/pipeline.py``): the
 statements that do not depend on each other's results go in one round trip
-(the BEGIN with the epochs' check; the hand-out's tenants with its overlap
-probe; the writes with the COMMIT), counted from libpq's own trace of what
+(the BEGIN with the epochs' check and the due jobs' SELECT, fenced in itself;
+the hand-out's tenants with its overlap probe; the writes with the COMMIT), counted from libpq's own trace of what
 the client sent, and a failure inside a pipelined part (a serialization
 failure, a deadlock, an error at the COMMIT itself, the connection lost
 in the COMMIT's round trip) retries the transaction from scratch or
@@ -14,9 +14,10 @@ from contextlib import contextmanager
 import pytest
 import sqlalchemy as sa
 
-from tickwheel.shared.ids import execution_id
+from tickwheel.shared.ids import execution_id, to_us
 from tickwheel_server.store import create_store_engine
 from tickwheel_server.store.claim_handout import HandOutOffer
+from tickwheel_server.store.claim_reads import DUE_SQL, fenced_due
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.errors import AmbiguousCommitError
 from tickwheel_server.store.fairshare import FairShare
@@ -75,7 +76,7 @@ def statements(trip: list[str]) -> str:
     return " | ".join(message for message in trip if message.startswith(("Parse", "Query")))
 
 
-async def test_a_claim_that_hands_out_is_four_round_trips_and_one_that_does_not_three(world, migrated_engine) -> None:
+async def test_a_claim_that_hands_out_is_three_round_trips_and_one_that_does_not_two(world, migrated_engine) -> None:
     counts = []
     for claim in range(8):  # past psycopg's prepare threshold (5): prepared statements take the same trips
         handed = [await create(world, once_job(NOW), NOW) for _ in range(3)]
@@ -87,22 +88,21 @@ async def test_a_claim_that_hands_out_is_four_round_trips_and_one_that_does_not_
         assert all(not connection.autocommit for connection in used), "a connection went back in autocommit"
         counts.append(len(trips))
         if claim == 0:
-            assert len(trips) == 4, [statements(trip) for trip in trips]
-            first, due, reads, writes = map(statements, trips)
+            assert len(trips) == 3, [statements(trip) for trip in trips]
+            first, reads, writes = map(statements, trips)
             assert "BEGIN ISOLATION LEVEL READ COMMITTED" in first and "FROM partitions" in first
             assert first.index("BEGIN") < first.index("FROM partitions"), "the epochs are read in the transaction"
             assert "SET LOCAL" not in first, "no setting of its own: the session's idle limit binds it"
-            assert "FROM job_cursors" in due
+            assert first.index("FOR SHARE") < first.index("FROM job_cursors"), "the epochs locked before the due jobs"
             assert reads.index("FROM tenants") < reads.index("FROM executions"), "the tenants' locks first, as before"
             assert writes.index("INSERT INTO executions") < writes.index("COMMIT")
             assert writes.index("UPDATE job_cursors") < writes.index("COMMIT")
-    # One claim may take one trip more: the one whose statement psycopg prepares outside a pipeline (the due jobs').
-    assert counts[-2:] == [4, 4] and sorted(counts) in ([4] * 8, [4] * 7 + [5]), counts
-    # Without an offer: the epochs (with the BEGIN), the due jobs, the writes (with the COMMIT).
+    assert counts == [3] * 8, counts
+    # Without an offer: the epochs and the due jobs (with the BEGIN), the writes (with the COMMIT).
     await create(world, once_job(NOW), NOW)
     with traced(migrated_engine) as (trips, _):
         result = await world.dispatch.claim_due(OWNED, NOW, **NOW_PASS)
-    assert len(result.executions) == 1 and len(trips) == 3, [statements(trip) for trip in trips]
+    assert len(result.executions) == 1 and len(trips) == 2, [statements(trip) for trip in trips]
 
 
 FAIL_ONCE = """
@@ -211,3 +211,36 @@ async def test_a_claim_fenced_by_a_stale_epoch_writes_nothing_with_its_begin_pip
     with migrated_engine.connect() as conn:
         partitions = dict(conn.execute(sa.text("SELECT DISTINCT partition, 1 FROM executions")).all())
     assert 0 not in partitions, "nothing written under the stale epoch"
+
+
+async def test_the_due_jobs_sent_with_the_epochs_skip_a_stale_partition_and_lock_the_live_ones(
+    world, migrated_engine, migrated_postgres_url
+) -> None:
+    """The due SELECT goes in the epochs' round trip, before their answer:
+    it must scan only the partitions whose stored epoch is the one held
+    (a stale partition's jobs neither returned nor locked, so its new
+    owner's claim does not pass over them), and the epochs it read stay
+    share-locked (a raise waits for the claim)."""
+    jobs = [await create(world, once_job(NOW), NOW) for _ in range(24)]
+    with migrated_engine.connect() as conn:
+        partition_of = dict(conn.execute(sa.text("SELECT id, partition FROM jobs")).all())
+    assert set(partition_of[job] for job in jobs) == set(OWNED), "a job in every partition"
+    stale = {p: 2 if p == 0 else 1 for p in OWNED}  # partition 0 held at an epoch the store never had
+    statement = DUE_SQL[False, True, True, True]
+    parameters = {"horizon": to_us(NOW), "batch": 1000}
+    second = create_store_engine(migrated_postgres_url, pool_size=1, max_overflow=0)
+    with migrated_engine.connect() as claimer, second.connect() as other:
+        claimer.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        found, rows = fenced_due(claimer, stale, statement, parameters)
+        assert found == {0}
+        assert sorted(row[0] for row in rows) == sorted(job for job in jobs if partition_of[job] != 0)
+        other.exec_driver_sql("SET lock_timeout = '200ms'")
+        free = other.exec_driver_sql(
+            "SELECT job_id FROM job_cursors WHERE partition = 0 FOR UPDATE NOWAIT").scalars().all()
+        stale_jobs = sorted(job for job in jobs if partition_of[job] == 0)
+        assert sorted(free) == stale_jobs, "a stale partition's jobs unlocked"
+        with pytest.raises(sa.exc.OperationalError, match="lock"):
+            other.exec_driver_sql("UPDATE partitions SET epoch = epoch + 1 WHERE partition = 1")
+        other.rollback()
+        claimer.rollback()
+    second.dispose()

@@ -214,8 +214,6 @@ EXERCISE_LEFT = {
     "tzdata.py": "the tzdata recompute",
     "unsend.py": "hand-outs no worker saw, put back",
     "unheld.py": "a worker's hello disowning rows, and the reaper's release of them",
-    "claim_reads.py": "builds the claim's reads; on PostgreSQL and CockroachDB dispatch.py's pipeline sends them "
-                      "(in the trace: the claim runs)",
     "claim_handout.py": "builds the claim's tenant and busy probes, sent by that pipeline as above",
 }
 """Store modules that send SQL the traced paths below do not reach, each
@@ -305,6 +303,9 @@ async def _exercise(engine, clock) -> None:
     claimer = DispatchStore(engine, clock)
     claimed = await claimer.claim_due(OWNED, clock.now() + timedelta(seconds=2))
     assert [e.id.split(":")[0] for e in claimed.executions] == [created.id]
+    # The timer wheel's rebuild from what was claimed (dispatch.py's own read).
+    rebuilt = await claimer.scheduled_in(sorted(OWNED), clock.now() + timedelta(seconds=2))
+    assert [e.id for e in rebuilt] == [e.id for e in claimed.executions]
     queue = ExecutionQueue(engine, clock)
     # Keys and their waiters, a retry, a replace job's turn.
     keyed = _job("k", key="slot")

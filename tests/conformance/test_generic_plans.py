@@ -757,6 +757,7 @@ async def test_the_claim_counts_a_due_job_s_waiting_executions_on_their_index_in
     backlog cap, ``policy/backlog.py``): per returned row a LIMITed range of
     ``executions_not_started_job``, never ``executions`` read whole."""
     statement = DUE_SQL[False, True, specs, True]
-    top = plan(engine, statement, {"live": list(range(4)), "horizon": to_us(from_us(HISTORY)), "batch": 1000})
+    parameters = {"owned": list(range(4)), "epochs": [1] * 4, "horizon": to_us(from_us(HISTORY)), "batch": 1000}
+    top = plan(engine, statement, parameters)
     assert not seq_scans(top, ("executions",)), describe(top)
     assert "executions_not_started_job" in {n.get("Index Name") for n in nodes(top)}, describe(top)

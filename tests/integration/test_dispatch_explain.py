@@ -53,7 +53,7 @@ from tests.support.jobrows import insert_jobs
 from tickwheel_server.store.tables import tenants
 from tickwheel_server.store.tzdata import TzdataStore
 
-from tests.support.plans import as_prepared
+from tests.support.plans import as_prepared, captured
 
 pytestmark = pytest.mark.postgres
 
@@ -120,21 +120,12 @@ async def _claim_statement(
     engine: sa.Engine, batch: int, at: datetime = T, quarantine: Quarantine | None = None
 ) -> tuple[str, dict, int]:
     """The SELECT a real ``claim_due`` sends, with its parameters, and how many jobs it claimed."""
-    captured: list[tuple[str, dict]] = []
-
-    def capture(conn, cursor, statement, parameters, context, executemany) -> None:
-        if "FROM job_cursors" in statement and "FOR UPDATE" in statement:
-            captured.append((statement, dict(parameters)))
-
-    event.listen(engine, "before_cursor_execute", capture)
-    try:
+    with captured(engine) as sent:  # the SELECT goes in the epochs' round trip (store/pipeline.py)
         store = DispatchStore(engine, FakeClock(autojump=True), quarantine=quarantine)
         result = await store.claim_due(OWNED, at, batch=batch)
-    finally:
-        event.remove(engine, "before_cursor_execute", capture)
-    assert captured, "claim_due sent no SELECT … FROM jobs … FOR UPDATE"
-    statement, parameters = captured[0]
-    return statement, parameters, result.jobs
+    selects = [s for s in sent if "FROM job_cursors" in s.statement and "FOR UPDATE" in s.statement]
+    assert selects, "claim_due sent no SELECT … FROM job_cursors … FOR UPDATE"
+    return selects[0].statement, dict(selects[0].parameters), result.jobs
 
 
 def _explain(engine: sa.Engine, statement: str, parameters: dict, analyze: bool = False) -> dict:

@@ -8,7 +8,8 @@ of its own.
 
 Real PostgreSQL, the store's components in-process: the frozen server's
 claim is stopped between its statements (after the epoch check and the due
-scan, holding their row locks, as a SIGSTOP or a VM stall would leave it),
+scan, or handing out, after its tenants' and busy jobs' reads too, holding
+their row locks, as a SIGSTOP or a VM stall would leave it),
 with ``store_idle_in_transaction_timeout`` and its URL's option at 600 s; the successor raises the epochs as
 its ownership loop would (again while a raise is refused), claims, and the
 frozen claim is woken only then. Invariants: the partitions move while the
@@ -29,9 +30,13 @@ from tickwheel.shared.clock import FakeClock
 from tickwheel.shared.ids import execution_id, to_us
 from tickwheel_server.config import ServerConfig
 from tickwheel_server.store import create_store_engine
+from tickwheel_server.store import claim_handout
 from tickwheel_server.store import dispatch as dispatch_module
+from tickwheel_server.store.claim_handout import HandOutOffer
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.errors import StoreUnavailableError
+from tickwheel_server.store.executions import Capability
+from tickwheel_server.store.fairshare import FairShare
 from tickwheel_server.store.partitions import PartitionStore
 from tickwheel_server.store.tables import executions
 from tickwheel_server.store.tenants import Tenant, TenantStore
@@ -59,23 +64,32 @@ def server_engine(url: str) -> sa.Engine:
                                idle_in_transaction_timeout=config.store_idle_limit)
 
 
-class Freeze:
-    """Stops the first claim that reaches its definitions (after its epoch
-    check and due scan) until :meth:`wake`, in its thread."""
+FREEZE_POINTS = {
+    "after the due scan": (dispatch_module, "definitions"),
+    "after the hand-out's reads": (claim_handout, "share_out"),
+}
+"""Where a claim is stopped: at its definitions (after its epoch check and
+due scan, one round trip), or, handing out, at the share-out (after its
+tenants' and busy jobs' round trip as well)."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+
+class Freeze:
+    """Stops the first claim that reaches ``point`` until :meth:`wake`, in its thread."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, point: str = "after the due scan") -> None:
         self.frozen = threading.Event()
         self._woken = threading.Event()
         self._once = threading.Lock()
-        real = dispatch_module.definitions
+        module, name = FREEZE_POINTS[point]
+        real = getattr(module, name)
 
-        def definitions(*args, **kwargs):
+        def stopped(*args, **kwargs):
             if self._once.acquire(blocking=False):
                 self.frozen.set()
                 self._woken.wait()
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(dispatch_module, "definitions", definitions)
+        monkeypatch.setattr(module, name, stopped)
 
     def wake(self) -> None:
         self._woken.set()
@@ -101,8 +115,9 @@ async def raise_until_taken(partitions: PartitionStore, epochs: dict[int, int], 
         return took
 
 
+@pytest.mark.parametrize("point", sorted(FREEZE_POINTS))
 async def test_a_frozen_claim_holds_its_partitions_no_longer_than_its_session(
-    migrated_postgres_url: str, monkeypatch: pytest.MonkeyPatch
+    migrated_postgres_url: str, monkeypatch: pytest.MonkeyPatch, point: str
 ) -> None:
     clock = FakeClock(NOW, autojump=True)  # retries' backoff on the fake clock
     frozen_engine, successor_engine = server_engine(migrated_postgres_url), server_engine(migrated_postgres_url)
@@ -114,11 +129,15 @@ async def test_a_frozen_claim_holds_its_partitions_no_longer_than_its_session(
         world = World(successor_engine, clock)
         job = await world.create(once_job(NOW), NOW)
 
-        freeze = Freeze(monkeypatch)
+        freeze = Freeze(monkeypatch, point)
         frozen = DispatchStore(frozen_engine, clock)  # as app.py builds it: no idle limit of its own
-        frozen_claim = asyncio.ensure_future(frozen.claim_due(old_epochs, NOW))
+        offer = None
+        if point == "after the hand-out's reads":
+            offer = HandOutOffer("frozen", ((Capability(("acme",), ("echo",), True), 100),), FairShare(),
+                                 lambda: None, lambda at_us: at_us)  # fmt: skip
+        frozen_claim = asyncio.ensure_future(frozen.claim_due(old_epochs, NOW, offer=offer))
         try:
-            assert await asyncio.to_thread(freeze.frozen.wait, WAIT), "the claim never reached its definitions"
+            assert await asyncio.to_thread(freeze.frozen.wait, WAIT), f"the claim never got {point}"
 
             took = await raise_until_taken(PartitionStore(successor_engine, clock), new_epochs, "successor", freeze)
             assert took == set(new_epochs), "the successor's raise took every partition while the claim was frozen"
@@ -129,7 +148,8 @@ async def test_a_frozen_claim_holds_its_partitions_no_longer_than_its_session(
             freeze.wake()
             woken = await frozen_claim
 
-        assert (woken.executions, woken.jobs, woken.stale_partitions) == ([], 0, set(old_epochs)), (
+        woke = (woken.executions, woken.jobs, woken.stale_partitions, woken.handed_out)
+        assert woke == ([], 0, set(old_epochs), []), (
             "the woken claim found its transaction ended and the successor's epochs"
         )
         with successor_engine.connect() as conn:

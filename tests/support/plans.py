@@ -2,7 +2,8 @@
 ``before_cursor_execute`` listener, prepared with their parameters as
 ``$n`` and explained under a plan cache mode (psycopg prepares a statement
 it sends often, and PostgreSQL may then keep one generic plan for it,
-planned without the parameters' values)."""
+planned without the parameters' values). The statements
+``store/pipeline.py`` queues are captured too."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from typing import NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy import event
+
+from tickwheel_server.store import pipeline
 
 INDEX_SCANS = ("Index Scan", "Bitmap Index Scan", "Index Only Scan")
 
@@ -60,7 +63,9 @@ class Sent(NamedTuple):
 
 @contextmanager
 def captured(engine: sa.Engine) -> Iterator[list[Sent]]:
-    """Every statement ``engine`` sends while the block runs."""
+    """Every statement ``engine`` sends while the block runs: through
+    SQLAlchemy, and those queued in a round trip of their own by
+    ``store/pipeline.py`` (which SQLAlchemy's events do not see)."""
     seen: list[Sent] = []
 
     def capture(conn, cursor, statement, parameters, context, executemany) -> None:
@@ -68,10 +73,19 @@ def captured(engine: sa.Engine) -> Iterator[list[Sent]]:
         seen.append(Sent(statement, dict(first) if isinstance(first, Mapping) else first,
                          len(parameters) if executemany else 1))
 
+    send = pipeline.send
+
+    def pipelined(conn, statements, **options):
+        if conn.engine is engine:
+            seen.extend(Sent(statement, dict(parameters), 1) for statement, parameters in statements)
+        return send(conn, statements, **options)
+
     event.listen(engine, "before_cursor_execute", capture)
+    pipeline.send = pipelined
     try:
         yield seen
     finally:
+        pipeline.send = send
         event.remove(engine, "before_cursor_execute", capture)
 
 

@@ -5,7 +5,7 @@ after it (pure); and the claimed executions its timer wheel is rebuilt from."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from functools import partial
 from typing import NamedTuple
@@ -17,10 +17,12 @@ from tickwheel.shared.ids import from_us
 from ..jobspec import DefinitionCache, JobDefinition
 from ..policy.backlog import MAX_NOT_STARTED_CAP
 from ..schedule import Fire, ScheduleError, next_fire
-from .base import driver_sql, execute_arrays, one_of, tuples
+from . import pipeline
+from .base import array_literal, driver_sql, execute_arrays, one_of, tuples
 from .engine import Capabilities
 from .quarantine import JOB_UNREADABLE, SCHEDULE_UNCOMPUTABLE, Unreadable
 from .isolation import status_in
+from .partitions import epochs_statement, stale_of
 from .tables import executions, job_cursors, jobs, tenants
 from .timeline import NOT_STARTED, in_group
 
@@ -59,12 +61,32 @@ _WAITING_OF_ROW = (
 
 _CURSOR_COLUMNS = "job_id, tenant, partition, version, next_run_at, next_due_at, run_count, next_nominal_at"
 
+# The fence (:func:`fenced_due`): a partition is scanned only while its
+# stored epoch is the one held. The epochs' check sent just before in the
+# same round trip has share-locked those rows, and this statement's
+# snapshot, taken after it, reads the same epochs. Per partition of the
+# lateral form, a probe of ``partitions``' primary key that gates its scan
+# (it names no cursor column: a one-time filter); in the one-statement
+# form, the owned partitions whose epoch is held, as an array.
+_HELD = "EXISTS (SELECT 1 FROM partitions AS pt WHERE pt.partition = p.partition AND pt.epoch = p.epoch)"
+_LIVE = (
+    "ARRAY(SELECT held.partition FROM unnest(CAST(:owned AS INTEGER[]), CAST(:epochs AS BIGINT[])) "
+    "AS held (partition, epoch) JOIN partitions AS pt ON pt.partition = held.partition AND pt.epoch = held.epoch)"
+)
+
 
 def due_sql(*, excluding: bool, skip_locked: bool, specs: bool, lateral: bool = False) -> str:
     """The claim's SELECT as driver SQL (PostgreSQL and CockroachDB): the
-    owned partitions and the excluded keys as one array parameter each, so
-    the statement's text is the same every tick, and its rows read as the
-    driver's tuples (no SQLAlchemy compilation nor ``Row`` per row).
+    owned partitions, their epochs and the excluded keys as one array
+    parameter each, so the statement's text is the same every tick, and its
+    rows read as the driver's tuples (no SQLAlchemy compilation nor ``Row``
+    per row).
+
+    Fenced in itself: it scans only the owned partitions whose stored epoch
+    is the one held (``partitions``' primary key, once a partition, before
+    the scan), so it can go in the epochs' check's round trip, after it
+    (:func:`fenced_due`): a stale partition's jobs are neither read nor
+    locked.
 
     The due cursors come from ``job_cursors_due`` (the narrow cursor table,
     migration 0032) and nothing of ``jobs`` is read here: the definitions
@@ -127,13 +149,14 @@ def due_sql(*, excluding: bool, skip_locked: bool, specs: bool, lateral: bool = 
     )
     if lateral:
         sql += (
-            "FROM unnest(CAST(:live AS INTEGER[])) AS p (partition) CROSS JOIN LATERAL "
-            f"(SELECT {_CURSOR_COLUMNS} FROM job_cursors AS c WHERE c.partition = p.partition AND {due} "
+            "FROM unnest(CAST(:owned AS INTEGER[]), CAST(:epochs AS BIGINT[])) AS p (partition, epoch) "
+            "CROSS JOIN LATERAL "
+            f"(SELECT {_CURSOR_COLUMNS} FROM job_cursors AS c WHERE c.partition = p.partition AND {due} AND {_HELD} "
             f"ORDER BY c.next_run_at LIMIT :batch{lock}) AS c LIMIT :batch"
         )
     else:
         sql += (
-            f"FROM job_cursors AS c WHERE {due} AND c.partition = ANY(CAST(:live AS INTEGER[])) "
+            f"FROM job_cursors AS c WHERE {due} AND c.partition = ANY({_LIVE}) "
             f"ORDER BY c.partition, c.next_run_at LIMIT :batch{lock}"
         )
     return driver_sql(sql)
@@ -149,6 +172,26 @@ DUE_SQL = {
     for lateral in (False, True)
 }
 """By (excluding, skip_locked, specs, lateral)."""
+
+
+def fenced_due(conn, owned: Mapping[int, int], sql: str, parameters: dict) -> tuple[set[int], list[tuple]]:
+    """BEGIN, the epochs' check and the due SELECT ``sql`` (of
+    :data:`DUE_SQL`; ``parameters`` without the partitions) in one round
+    trip (:func:`.pipeline.send`), PostgreSQL and CockroachDB: the
+    partitions of ``owned`` (partition -> the epoch held) that are stale,
+    and the due rows of the others.
+
+    The check runs first and share-locks the partitions' rows (a raise of
+    their epoch then waits for this transaction); the SELECT, a statement
+    after it (at READ COMMITTED a snapshot taken after those locks; at
+    SERIALIZABLE the same snapshot), reads the same epochs, and scans only
+    the partitions whose epoch is the one held: what :func:`.partitions.check_epochs`
+    then a SELECT of the live partitions returned, one round trip sooner."""
+    partitions = sorted(owned)
+    due = dict(parameters, owned=array_literal(partitions), epochs=array_literal([owned[p] for p in partitions]))
+    due = {name: array_literal(value) if isinstance(value, list) else value for name, value in due.items()}
+    stored, rows = pipeline.send(conn, [epochs_statement(conn, owned), (sql, due)])
+    return stale_of(owned, dict(stored)), rows
 
 
 def due_select(live: list[int], horizon_us: int, batch: int, excluded: list[str], skip_locked: bool):

@@ -10,7 +10,9 @@ inserted (derived ids; ``ON CONFLICT DO NOTHING`` so a backfilled occurrence
 is not created twice), skip ranges recorded, and every job's cursor advanced
 with one batched UPDATE. The partitions' epochs are checked in that
 transaction first: a job of a partition whose stored epoch is no longer the
-one this server won is left alone. A crash anywhere leaves nothing or the
+one this server won is left alone (on PostgreSQL and CockroachDB the check
+and the due SELECT, fenced in itself, go with the BEGIN in one round trip:
+:func:`.claim_reads.fenced_due`). A crash anywhere leaves nothing or the
 whole batch.
 
 The writes (:mod:`.claim_writes`) are two statements per batch whatever its
@@ -84,10 +86,10 @@ from ..schedule import Fire, tzdata_version
 from ..schedule.calendarrule import CalendarRule
 from ..alerts.catalogue import NewAlert, job_unreadable_key, schedule_uncomputable_key, undispatchable_alert
 from .alerts import AlertStore
-from .base import SqlStore, execute_arrays, one_of, tuples
+from .base import SqlStore, one_of
 from .claim_reads import (
     DUE_SQL, REVIEW_COLUMNS, claim_cursor, claimable, definitions, dispatchable, due_rows, due_select,
-    following_fires, scheduled_select,
+    fenced_due, following_fires, scheduled_select,
 )  # fmt: skip
 from .claim_handout import DirectHandOut, Fenced, HandOutOffer, kept_in_doubt
 from .claim_writes import MISFIRE_REASON, TENANT_PAUSED_REASON, ClaimWrites, SkipWrites, carried_missed, write
@@ -200,17 +202,17 @@ class DispatchStore(SqlStore):
             if direct is not None:
                 direct.begin()  # a retried transaction starts over
             result = ClaimResult()
-            result.stale_partitions = check_epochs(conn, owned)
-            live = sorted(set(owned) - result.stale_partitions)
-            if not live:
-                return result, 0
             skip_locked = self.caps.skip_locked
-            if arrays:
-                parameters = dict(live=live, horizon=horizon_us, batch=batch, **({"excluded": excluded} if excluded else {}))
+            if arrays:  # the BEGIN, the epochs and the due jobs in one round trip
+                parameters = dict(horizon=horizon_us, batch=batch, **({"excluded": excluded} if excluded else {}))
                 sql = DUE_SQL[bool(excluded), skip_locked, read_specs, self.caps.is_postgres]  # lateral
-                rows = tuples(execute_arrays(conn, sql, parameters))
+                result.stale_partitions, rows = fenced_due(conn, owned, sql, parameters)
             else:
-                rows = conn.execute(due_select(live, horizon_us, batch, excluded, skip_locked)).all()
+                result.stale_partitions = check_epochs(conn, owned)
+                live = sorted(set(owned) - result.stale_partitions)
+                rows = conn.execute(due_select(live, horizon_us, batch, excluded, skip_locked)).all() if live else []
+            if len(result.stale_partitions) == len(owned):
+                return result, 0
             result.full = len(rows) == batch
             writes, skip_writes = ClaimWrites(), SkipWrites()
             quarantine = self.quarantine

@@ -144,8 +144,20 @@ def check_epochs(conn: Connection, owned: Mapping[int, int]) -> set[int]:
             query = query.with_for_update(read=True)
         stored = dict(conn.execute(query).tuples().all())
     else:  # one array parameter, as driver SQL
-        check = (_CHECK_EPOCHS[row_locks], {"owned": array_literal(sorted(owned))})
-        stored = dict(pipeline.send(conn, [check])[0])
+        stored = dict(pipeline.send(conn, [epochs_statement(conn, owned)])[0])
+    return stale_of(owned, stored)
+
+
+def epochs_statement(conn: Connection, owned: Mapping[int, int]) -> pipeline.Statement:
+    """:func:`check_epochs`'s SELECT (PostgreSQL and CockroachDB) for a
+    caller that sends it in a round trip with statements of its own
+    (:func:`.pipeline.send`, the check first); :func:`stale_of` reads its rows."""
+    return _CHECK_EPOCHS[capabilities(conn).row_locks], {"owned": array_literal(sorted(owned))}
+
+
+def stale_of(owned: Mapping[int, int], stored: Mapping[int, int]) -> set[int]:
+    """The partitions of ``owned`` whose ``stored`` epoch (partition ->
+    epoch, as read) is missing or not the one held."""
     return {partition for partition, epoch in owned.items() if stored.get(partition) != epoch}
 
 

@@ -9,6 +9,19 @@ statements, then one Sync: the server runs them in order, as sent one by
 one, and the replies come back together. With ``commit`` the COMMIT rides
 in the same round trip, after the last statement.
 
+The idle limit: psycopg ends a pipeline with a Flush after its Sync, and
+PostgreSQL arms ``idle_in_transaction_session_timeout`` only as it answers
+a Sync or a simple query with nothing read after it: a Flush disarms it
+until the next one. A transaction left open after a pipelined trip would
+sit idle with no limit, its locks held by a frozen server for good
+(:mod:`.partitions`, "A frozen holder"). So a trip without the COMMIT
+whose parameters all go as text is one simple-protocol query instead
+(the statements joined by ``;``, their parameters written in by
+psycopg's client-side binding, planned each time: small statements); a
+trip with binary parameters and no COMMIT (a claim's writes followed by
+its alerts) stays pipelined, and the statements after it, sent at once,
+arm the limit again.
+
 BEGIN: psycopg begins a transaction with a round trip of its own, even in
 pipeline mode (it waits for the BEGIN's reply to know the transaction's
 state). A transaction run with ``begins_itself``
@@ -42,6 +55,7 @@ session was ended: :mod:`.partitions`, "A frozen holder").
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import psycopg
@@ -54,6 +68,8 @@ from .transactions import ErrorKind, classify_error
 
 Statement = tuple[str, dict[str, Any]]
 """Driver SQL (psycopg placeholders) and its parameters."""
+
+_PLACEHOLDER = re.compile(r"%\(\w+\)([sbt])")
 
 
 def begin_statement(dbapi_connection: Any) -> str:
@@ -75,10 +91,20 @@ def send(
     """Run ``statements`` in order in one round trip (and COMMIT after them
     with ``commit``); per statement, its rows (one that returns rows) or
     how many rows it changed. In a transaction run with ``begins_itself``
-    whose BEGIN is not yet sent, the BEGIN goes first in the same trip."""
+    whose BEGIN is not yet sent, the BEGIN goes first in the same trip.
+
+    A trip that leaves its transaction open and whose parameters all go
+    as text is sent as one simple-protocol query (:func:`_one_query`):
+    psycopg's pipeline ends each trip with a Flush after the Sync, and
+    PostgreSQL arms ``idle_in_transaction_session_timeout`` only when it
+    answers a Sync or a query with nothing read after it, so a server
+    frozen after a pipelined trip would hold the transaction's locks with
+    no idle limit (:mod:`.partitions`, "A frozen holder")."""
     if commit:
         refuse_ended_session(conn)  # the session ended while idle in this transaction: nothing of it was applied
     dbapi = conn.connection.dbapi_connection
+    if not commit and statements and all(_as_text(statement, parameters) for statement, parameters in statements):
+        return _one_query(conn, dbapi, statements)
     cursors: list[Any] = []
     statement, parameters = statements[0] if statements else ("COMMIT", {})
     try:
@@ -106,3 +132,36 @@ def send(
     finally:
         for cursor in cursors:
             cursor.close()
+
+
+def _as_text(statement: str, parameters: dict[str, Any]) -> bool:
+    """Whether a statement's parameters may be written into its text: no
+    binary placeholder (``%(name)b``), every value a string, an integer or None."""
+    return "b" not in _PLACEHOLDER.findall(statement) and all(
+        value is None or isinstance(value, (str, int)) for value in parameters.values()
+    )
+
+
+def _one_query(conn: Connection, dbapi: Any, statements: list[Statement]) -> list[list[tuple] | int]:
+    """:func:`send` without a COMMIT, as one simple-protocol query: the
+    statements' texts with their parameters written in as literals
+    (psycopg's client-side binding), joined by ``;``. Never prepared: each
+    is planned with its values (a few small statements a trip)."""
+    cursor = psycopg.ClientCursor(dbapi)
+    texts = [cursor.mogrify(statement, parameters) for statement, parameters in statements]
+    begins = dbapi.autocommit and dbapi.info.transaction_status == TransactionStatus.IDLE
+    text = "; ".join(([begin_statement(dbapi)] if begins else []) + texts)
+    try:
+        try:
+            cursor.execute(text, prepare=False)
+            results: list[list[tuple] | int] = []
+            while True:
+                results.append(cursor.fetchall() if cursor.description is not None else cursor.rowcount)
+                if not cursor.nextset():
+                    break
+            return results[1:] if begins else results
+        except psycopg.Error as error:
+            conn._handle_dbapi_exception(error, text, {}, cursor, None)
+            raise  # pragma: no cover (the handler raises)
+    finally:
+        cursor.close()
