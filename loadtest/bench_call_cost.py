@@ -19,8 +19,10 @@ each adding one piece to the one before:
 - ``floor``: ``peers.py``'s floor: a bare servicer answering the request's job.
 - ``response``: answers a ``CreateJobResponse`` (the job, ``created``).
 - ``options``: the server's ``grpc.aio.server`` options (``app.py``).
-- ``guard``: registered through ``api.decoding.guard`` (decoding that
-  never raises, unknown fields dropped, NUL refused, the start's check).
+- ``guard``: registered through ``api.decoding.guard`` as ``app.py``
+  registers it (decoding that never raises, unknown fields dropped, NUL
+  refused, the start's check, the authenticator's refusal windows, the
+  request read under an ``AwaitedRequests`` trusting the secrets it trusts).
 - ``rpc``: the handler wrapped by ``api.status.rpc`` (errors to statuses).
 - ``auth``: ``Authenticator.tenant`` with a request-rate limiter, its
   tenant store a fake (the key cached after the first call, as a hot
@@ -182,6 +184,7 @@ def _servicer(step: str):
         Ladder.CreateJob = rpc(Ladder.CreateJob)
     ladder = Ladder()
     ladder.coalescer = coalescer
+    ladder._auth = auth  # its windows are the guard's, as SchedulerServicer's are
     return ladder
 
 
@@ -259,6 +262,7 @@ async def serve(step: str) -> None:
 
     from tickwheel.v1 import scheduler_pb2_grpc
     from tickwheel_server.api import decoding
+    from tickwheel_server.api.awaited import AwaitedRequests
 
     if step in ("generic", "registered"):
         await serve_generic(registered=step == "registered")
@@ -268,8 +272,12 @@ async def serve(step: str) -> None:
     options += json.loads(os.environ.get(EXTRA_OPTIONS, "[]"))
     server = grpc.aio.server(options=options or None)
     servicer = _servicer(step)
+    if rank >= STEPS.index("guard"):  # as app.py registers it: the authenticator's windows, one awaited set
+        awaited = AwaitedRequests()
+        awaited.trusted = servicer._auth.windows.trusted
+        registration = decoding.guard(server, windows=servicer._auth.windows, requests=awaited)
     scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
-        servicer, decoding.guard(server) if rank >= STEPS.index("guard") else server
+        servicer, registration if rank >= STEPS.index("guard") else server
     )
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()

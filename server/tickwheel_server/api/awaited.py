@@ -67,11 +67,12 @@ class AwaitedRequests:
         """Calls waiting for their message now."""
         return sum(self._by_caller.values())
 
-    async def read(self, context: grpc.aio.ServicerContext) -> bytes:
+    async def read(self, context: grpc.aio.ServicerContext, secret: str | None) -> bytes:
         """The call's request message as sent; refused through
         ``context.abort`` (which raises) past :data:`MAX_PER_PEER` or
-        :data:`MESSAGE_SECONDS`, or when the client sent none."""
-        _, secret = tokens.bearer_secret(context.invocation_metadata())
+        :data:`MESSAGE_SECONDS`, or when the client sent none. ``secret``:
+        the call's bearer secret or None, as its edge read it from the
+        metadata (:func:`~tickwheel_server.auth.tokens.bearer_secret`)."""
         trusted = secret is not None and self.trusted(secret)
         peer = secret if trusted else failures.peer_key(context.peer() or "")
         held = self._by_caller.get(peer, 0)
@@ -122,7 +123,7 @@ def early(handler: grpc.RpcMethodHandler, requests: AwaitedRequests) -> grpc.Rpc
     serialize = handler.response_serializer
 
     async def request(context):
-        raw = await requests.read(context)
+        raw = await requests.read(context, tokens.bearer_secret(context.invocation_metadata())[1])
         try:
             return deserialize(raw)
         except Exception:  # DecodeError and kin: not this method's message

@@ -58,7 +58,8 @@ import grpc
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from ..auth.windows import RefusalWindows
+from ..auth.tokens import bearer_secret
+from ..auth.windows import RefusalWindows, secret_key
 from ..errors import FieldViolation, InvalidArgument
 from ..telemetry.refusals import RefusalLog
 from .awaited import AwaitedRequests
@@ -196,20 +197,24 @@ def _guard_handler(
     async def not_yet(context) -> None:
         await context.abort(grpc.StatusCode.UNAVAILABLE, starting.refusal())
 
-    async def opening(context) -> None:
+    async def opening(context) -> str | None:
         """At a call's start, before its servicer runs or (a unary call) its
-        request is decoded: refused while starting, or inside its caller's window."""
+        request is decoded: refused while starting, or inside its caller's
+        window. The call's bearer secret (None without one), read from its
+        metadata once for the window and the request's read."""
         if not starting.done:
             await not_yet(context)
-        if windows is not None and (window := windows.refusing(context)) is not None:
+        _, secret = bearer_secret(context.invocation_metadata())
+        if windows is not None and (window := windows.refusing(context, secret_key(secret, context))) is not None:
             await windows.refuse(window, context.abort, refusal_answer)
+        return secret
 
     if handler.unary_unary is not None:
         behaviour = handler.unary_unary
 
         async def unary_unary(_, context):
-            await opening(context)
-            request = decode(await awaited.read(context))  # a call refused above is never read nor decoded
+            secret = await opening(context)  # a call refused here is never read nor decoded
+            request = decode(await awaited.read(context, secret))
             if type(request) is Refused:
                 await refuse(context, request)
             return await behaviour(request, context)
@@ -227,8 +232,7 @@ def _guard_handler(
         if inspect.isasyncgenfunction(behaviour):
 
             async def unary_stream(_, context):
-                await opening(context)
-                request = decode(await awaited.read(context))
+                request = decode(await awaited.read(context, await opening(context)))
                 if type(request) is Refused:
                     await refuse(context, request)
                 async for response in behaviour(request, context):
@@ -237,8 +241,7 @@ def _guard_handler(
         else:
 
             async def unary_stream(_, context):
-                await opening(context)
-                request = decode(await awaited.read(context))
+                request = decode(await awaited.read(context, await opening(context)))
                 if type(request) is Refused:
                     await refuse(context, request)
                 return await behaviour(request, context)

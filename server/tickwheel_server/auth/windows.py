@@ -80,6 +80,12 @@ def caller_key(context) -> str:
     as sent (``authorization: Bearer <secret>``), or ``"peer <peer>"``
     when it sent none (:func:`peer_window_key`)."""
     _, secret = tokens.bearer_secret(context.invocation_metadata())
+    return secret_key(secret, context)
+
+
+def secret_key(secret: str | None, context) -> str:
+    """:func:`caller_key` of a call whose bearer secret (or None) was
+    already read from its metadata: a call's edge reads it once."""
     return secret if secret is not None else peer_window_key(context)
 
 
@@ -158,11 +164,13 @@ class RefusalWindows:
             self._peers -= self._windows.popitem(last=False)[0].startswith(PEER_KEY)
         return length
 
-    def refusing(self, context) -> Window | None:
-        """The window a call falls in (:meth:`inside`): its caller key's; or,
-        for a call whose secret is not :attr:`trusted`, its peer's (a peer
-        over its failed authentications sending a new secret each call)."""
-        key = caller_key(context)
+    def refusing(self, context, key: str | None = None) -> Window | None:
+        """The window a call falls in (:meth:`inside`): its caller key's
+        (``key`` when the caller read it, :func:`secret_key`; else read
+        here); or, for a call whose secret is not :attr:`trusted`, its
+        peer's (a peer over its failed authentications sending a new
+        secret each call)."""
+        key = caller_key(context) if key is None else key
         window = self.inside(key)
         if window is not None or not self._peers or key.startswith(PEER_KEY) or self.trusted(key):
             return window
