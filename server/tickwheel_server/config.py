@@ -235,11 +235,11 @@ class ServerConfig:
         if len(self.admin_token) < 16:
             raise ConfigError("admin token: at least 16 characters")
         host, sep, port = self.listen.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 <= int(port) < 65536:
             raise ConfigError(f"listen: {self.listen!r} is not HOST:PORT")
         if self.http_listen:
             host, sep, port = self.http_listen.rpartition(":")
-            if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+            if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 <= int(port) < 65536:
                 raise ConfigError(f"http_listen (--http-listen): {self.http_listen!r} is not HOST:PORT")
             if int(port) != 0 and self.http_listen == self.listen:
                 raise ConfigError("http_listen (--http-listen): must differ from listen, the gRPC port")

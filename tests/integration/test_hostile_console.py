@@ -41,7 +41,9 @@ SECURITY = {
     "referrer-policy": "no-referrer",
 }
 
-HOSTILE = ["\x00", "\u202e", "<script>alert(1)</script>", "x" * 8000, "9" * 30, "-1", "%zz", "\ud800"]
+HOSTILE = ["\x00", "\u202e", "<script>alert(1)</script>", "x" * 8000, "9" * 30, "-1", "%zz", "\ud800", "\u00b2"]
+"""``\u00b2`` (superscript two) is a digit to ``str.isdigit()`` but not to ``int()``: a
+page size of it answered 500 and logged a traceback."""
 
 
 @pytest.fixture

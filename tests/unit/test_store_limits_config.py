@@ -33,6 +33,9 @@ def test_defaults_flags_environment_and_file(tmp_path) -> None:
         (("--store-lock-timeout", "nan"), r"store_lock_timeout \(--store-lock-timeout\): must be between 0"),
         (("--store-idle-in-transaction-timeout", "-0.5"), r"store_idle_in_transaction_timeout .*between 0"),
         (("--store-idle-in-transaction-timeout", "86401"), r"store_idle_in_transaction_timeout .*between 0"),
+        (("--listen", "127.0.0.1:\u00b2"), r"listen: .* is not HOST:PORT"),  # isdigit's, not int's: a traceback
+        (("--listen", "127.0.0.1:\u0663"), r"listen: .* is not HOST:PORT"),  # int's 3, not a port gRPC reads
+        (("--http-listen", "127.0.0.1:\u00b2"), r"http_listen \(--http-listen\): .* is not HOST:PORT"),
     ],
 )
 def test_out_of_bounds_is_refused_naming_the_setting(argv, message) -> None:

@@ -94,7 +94,7 @@ def read_targets(a: argparse.Namespace, *, with_version: bool) -> list[tuple[str
     for number, text in _lines(a):
         parts = text.split()
         if with_version:
-            if len(parts) != 2 or not parts[1].isdigit() or int(parts[1]) < 1:
+            if len(parts) != 2 or not (parts[1].isascii() and parts[1].isdigit()) or int(parts[1]) < 1:
                 raise UsageError(f"--file line {number}: expected ID VERSION (a version of 1 or more)")
             targets.append((parts[0], int(parts[1])))
         else:

@@ -1,8 +1,8 @@
 """Five-field cron expressions: parsing, Jenkins ``H``, and a compiled matcher.
 
-Syntax (what :func:`parse_cron` accepts): five whitespace-separated fields,
-minute (0-59), hour (0-23), day of month (1-31), month (1-12 or JAN-DEC) and
-day of week (0-7 or SUN-SAT; 0 and 7 are Sunday). Each field is a comma list
+Syntax (what :func:`parse_cron` accepts): five whitespace-separated fields
+of ASCII, minute (0-59), hour (0-23), day of month (1-31), month (1-12 or
+JAN-DEC) and day of week (0-7 or SUN-SAT; 0 and 7 are Sunday). Each field is a comma list
 of terms: ``*``, ``N``, ``A-B``, each optionally ``/STEP`` (``N/STEP`` means
 ``N-max/STEP``), or Jenkins' ``H``, ``H(A-B)``, ``H/STEP``, ``H(A-B)/STEP``.
 Names are case-insensitive; a day-of-week range may end on Sunday
@@ -210,9 +210,12 @@ def parse_cron(text: str) -> CronExpression:
     """Parse ``text`` (see the module docstring) without resolving ``H``.
 
     Raises :class:`ScheduleError` on ``schedule.cron.expression`` naming the
-    field and the problem: wrong field count, unknown macro or name,
-    out-of-range value, backwards range, bad step.
+    field and the problem: a character not ASCII, wrong field count, unknown
+    macro or name, out-of-range value, backwards range, bad step.
     """
+    if not text.isascii():  # isdigit, int, split: other scripts' digits and spaces ("²", which int refuses)
+        index, char = next((i, c) for i, c in enumerate(text) if not c.isascii())
+        raise ScheduleError(EXPRESSION_FIELD, f"U+{ord(char):04X} at character {index + 1}: a cron expression is ASCII")
     stripped = text.strip()
     if not stripped:
         raise ScheduleError(EXPRESSION_FIELD, "empty cron expression")

@@ -133,7 +133,7 @@ def page_size(request: Request, sizes: tuple[int, int], name: str = "page_size")
     text = request.query.get(name, "")
     if not text:
         return default
-    if not text.isdigit() or not 1 <= int(text) <= maximum:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= maximum:  # isdigit alone: "²", "٣"
         raise errors.InvalidArgument.field(name, f"a whole number from 1 to {maximum}")
     return int(text)
 

@@ -74,6 +74,8 @@ def test_update_of_a_file_sends_the_change_to_each_job_at_its_version(cli, fake,
 def test_bulk_usage_errors_send_nothing(cli, fake, tenant, tmp_path) -> None:
     bad = tmp_path / "bad.txt"
     bad.write_text("job_a three\n")
+    superscript = tmp_path / "superscript.txt"
+    superscript.write_text("job_a \u00b2\n")  # a digit to str.isdigit(), not to int(): a traceback
     cases = [
         ("job", "update", "job_a", "job_b", "--version", "1", "--name", "x"),
         ("job", "update", "--file", str(bad), "--name", "x"),
@@ -81,6 +83,7 @@ def test_bulk_usage_errors_send_nothing(cli, fake, tenant, tmp_path) -> None:
         ("job", "update", "--file", str(bad), "--tz", "UTC"),
         ("job", "update", "--file", str(bad), "--max-attempts", "3"),
         ("job", "update", "--file", str(bad)),
+        ("job", "update", "--file", str(superscript), "--name", "x"),
         ("job", "delete", "job_a", "job_b", "--version", "2"),
         ("job", "delete"),
         ("job", "delete", "--file", str(tmp_path / "missing.txt")),

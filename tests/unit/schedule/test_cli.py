@@ -72,6 +72,7 @@ def test_job_id_resolves_h_and_prints_due_instants():
         (["H * * * *", "--tz", "UTC"], "tickwheel cron next: EXPR: H needs a job id to pick its value (save the job first, or pass one)"),
         (["0 0 30 2 *", "--tz", "UTC"], "tickwheel cron next: EXPR: never fires: day 30 of the month never occurs in Feb"),
         (["61 * * * *", "--tz", "UTC"], "tickwheel cron next: EXPR: minute field: 61 is out of range 0-59"),
+        (["\u00b2 * * * *", "--tz", "UTC"], "tickwheel cron next: EXPR: U+00B2 at character 1: a cron expression is ASCII"),
         (["0 0 * * *", "--tz", "Europe/Londn"], "tickwheel cron next: --tz: unknown time zone 'Europe/Londn'"),
         (["0 0 * * *"], "tickwheel cron next: the following arguments are required: --tz"),
         (["0 0 * * *", "--tz", "UTC", "--count", "0"], "tickwheel cron next: --count must be from 1 to 10000"),

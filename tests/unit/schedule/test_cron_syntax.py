@@ -87,6 +87,16 @@ def test_day_rule_flags():
         ("H(0-60) * * * *", "minute field: 60 is out of range 0-59"),
         ("Hx * * * *", "minute field: bad H form 'Hx' (use H, H(A-B), H/STEP or H(A-B)/STEP)"),
         ("@reboot", "unknown macro '@reboot' (known: @yearly @annually @monthly @weekly @daily @midnight @hourly)"),
+        ("0 0 * * * * *", "expected 5 fields (minute hour day-of-month month day-of-week), got 7"),
+        # Other scripts' digits and spaces: str.isdigit() took "²" and int() raised ValueError (an
+        # uncaught traceback from `tickwheel cron next`); "٣", U+3000 and \d took Arabic digits as 3.
+        ("\u00b2 * * * *", "U+00B2 at character 1: a cron expression is ASCII"),
+        ("*/\u00b2 * * * *", "U+00B2 at character 3: a cron expression is ASCII"),
+        ("H(\u00b9-5) * * * *", "U+00B9 at character 3: a cron expression is ASCII"),
+        ("0 \u0663 * * *", "U+0663 at character 3: a cron expression is ASCII"),
+        ("0 0 L-\u0663 * *", "U+0663 at character 7: a cron expression is ASCII"),
+        ("0\u30000 * * *", "U+3000 at character 2: a cron expression is ASCII"),
+        ("0 0 * * \u041cON", "U+041C at character 9: a cron expression is ASCII"),
     ],
 )
 def test_errors_name_field_and_reason(expression, reason):
