@@ -63,7 +63,7 @@ from ..store.executions import NOT_HELD
 from ..telemetry.outages import OutageLog
 from ..telemetry.refusals import RefusalLog
 from .status import abort, refusal_answer
-from .validate import HANDLER_MAX
+from .validate import HANDLER, HANDLER_MAX
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,11 @@ MAX_IN_FLIGHT = 2 * MAX_SLOTS
 MAX_HANDLERS = 1000
 """Entries of ``hello.handlers``: each round of the stream's group reads them all."""
 HANDLER_NAME_MAX = HANDLER_MAX
-"""As a job's handler name: a longer name matches no job."""
+"""As a job's handler name (:data:`~.validate.HANDLER`, whose characters a
+hello's names are held to too): another name matches no job, and one
+holding NUL failed every hand-out round of its stream's tenants on
+PostgreSQL (its text array refused), logged at ERROR a few times a
+second, while a line break in one forged the "connected" log line."""
 CAP_KEY = "cap "
 """Prefix of the refusal window of a credential's hellos refused by a cap
 (a secret holds no space: never another caller's key)."""
@@ -101,9 +105,10 @@ def check_hello(hello: worker_pb2.WorkerHello, credential) -> None:
         raise InvalidArgument.field("hello.slots", f"must be between 0 and {MAX_SLOTS} (0 means 1)")
     if len(hello.in_flight) > MAX_IN_FLIGHT:
         raise InvalidArgument.field("hello.in_flight", f"at most {MAX_IN_FLIGHT} executions")
-    if len(hello.handlers) > MAX_HANDLERS or any(not 0 < len(name) <= HANDLER_NAME_MAX for name in hello.handlers):
+    if len(hello.handlers) > MAX_HANDLERS or any(not HANDLER.match(name) for name in hello.handlers):
         raise InvalidArgument.field(
-            "hello.handlers", f"at most {MAX_HANDLERS} names, each 1 to {HANDLER_NAME_MAX} characters")
+            "hello.handlers", f"at most {MAX_HANDLERS} names, each 1 to {HANDLER_NAME_MAX} characters of [A-Za-z0-9_.:-]",
+        )
     if not hello.handlers and not hello.http:
         raise InvalidArgument.field("hello.handlers", "a worker must serve at least one handler or HTTP targets")
     if credential.handlers:
