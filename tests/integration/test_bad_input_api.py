@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from google.protobuf import duration_pb2, timestamp_pb2
+from google.protobuf import duration_pb2, field_mask_pb2, timestamp_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -824,6 +824,19 @@ async def test_backfill_from_year_one_is_invalid_argument(server) -> None:
         assert "from_at" in violations(error.value)
 
 
+async def each_refused(calls) -> list[grpc.aio.AioRpcError]:
+    """Await each (call, field) of ``calls``: every one INVALID_ARGUMENT
+    naming its field. Their errors, in order."""
+    errors = []
+    for pending, field in calls:
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await pending
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (field, error.value.details())
+        assert field in violations(error.value), (field, violations(error.value))
+        errors.append(error.value)
+    return errors
+
+
 async def test_reasons_descriptions_ids_and_filters_are_checked_too(server) -> None:
     key = await server.create_tenant("acme")
     async with grpc.aio.insecure_channel(server.address) as channel:
@@ -850,14 +863,63 @@ async def test_reasons_descriptions_ids_and_filters_are_checked_too(server) -> N
                                          metadata=server.admin_metadata()), "tenant"),
             (admin.GetTenant(admin_pb2.GetTenantRequest(name="acme\0"), metadata=server.admin_metadata()), "name"),
         ]  # fmt: skip
-        for pending, field in calls:
-            with pytest.raises(grpc.aio.AioRpcError) as error:
-                await pending
-            assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (field, error.value.details())
-            assert field in violations(error.value), (field, violations(error.value))
+        await each_refused(calls)
         still = await scheduler.GetJob(scheduler_pb2.GetJobRequest(id=job.id), metadata=bearer(key))
         assert still.job.state == job_pb2.JOB_STATE_ACTIVE
         tenant = await admin.GetTenant(admin_pb2.GetTenantRequest(name="acme"), metadata=server.admin_metadata())
         assert tenant.tenant.state == admin_pb2.TENANT_STATE_ACTIVE
         assert len((await admin.ListApiKeys(admin_pb2.ListApiKeysRequest(tenant="acme"),
                                             metadata=server.admin_metadata())).api_keys) == 1  # fmt: skip
+
+
+async def test_filters_and_update_masks_past_their_bounds_are_refused_and_write_nothing(server) -> None:
+    """A packed repeated enum is a byte a value and a mask path a few: a 4 MiB
+    ListExecutions held 4 million statuses and an UpdateJob 500 000 copies of
+    ``name``, each read in Python on the event loop (a second or more a
+    call), and the mask was kept whole in the job's revision. Past 32
+    values or 64 paths the call is refused naming the field, nothing is
+    written; a mask naming a path twice is kept once."""
+    key = await server.create_tenant("acme")
+    admin_md = server.admin_metadata()
+    flood = [job_pb2.EXECUTION_STATUS_SUCCEEDED] * 1_000_000
+    names = field_mask_pb2.FieldMask(paths=["name"] * 100_000)
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+        job = (await scheduler.CreateJob(
+            scheduler_pb2.CreateJobRequest(job=cron_job(), request_id="r"), metadata=bearer(key)
+        )).job  # fmt: skip
+        await scheduler.CreateCalendar(calendar_pb2.CreateCalendarRequest(
+            calendar=calendar_pb2.Calendar(name="uk", time_zone="Europe/London"), request_id="c"), metadata=bearer(key))
+        renamed = job_pb2.Job(id=job.id, version=job.version, name="renamed")
+        calls = [
+            (scheduler.ListExecutions(scheduler_pb2.ListExecutionsRequest(job_id=job.id, statuses=flood),
+                                      metadata=bearer(key)), "statuses"),
+            (scheduler.UpdateJob(scheduler_pb2.UpdateJobRequest(job=renamed, update_mask=names), metadata=bearer(key)),
+             "update_mask"),
+            (scheduler.UpdateCalendar(calendar_pb2.UpdateCalendarRequest(
+                calendar=calendar_pb2.Calendar(name="uk", version=1, time_zone="UTC"),
+                update_mask=field_mask_pb2.FieldMask(paths=["time_zone"] * 100_000)), metadata=bearer(key)), "update_mask"),
+            (admin.SearchExecutions(admin_pb2.SearchExecutionsRequest(statuses=flood), metadata=admin_md), "statuses"),
+            (admin.ListAlerts(admin_pb2.ListAlertsRequest(kinds=[admin_pb2.ALERT_KIND_LATE] * 1_000_000),
+                              metadata=admin_md), "kinds"),
+        ]  # fmt: skip
+        for error in await each_refused(calls):
+            assert len(error.details()) < 2000, error.details()[:200]
+        still = (await scheduler.GetJob(scheduler_pb2.GetJobRequest(id=job.id), metadata=bearer(key))).job
+        assert (still.name, still.version) == (job.name, job.version)
+        calendar = (await scheduler.GetCalendar(calendar_pb2.GetCalendarRequest(name="uk"), metadata=bearer(key))).calendar
+        assert (calendar.version, calendar.time_zone) == (1, "Europe/London")
+        assert list((await scheduler.ListJobRevisions(
+            scheduler_pb2.ListJobRevisionsRequest(id=job.id), metadata=bearer(key))).revisions) == []  # fmt: skip
+
+        # At the bounds: answered, and a path given twice is kept once.
+        await scheduler.ListExecutions(scheduler_pb2.ListExecutionsRequest(job_id=job.id, statuses=flood[:32]),
+                                       metadata=bearer(key))
+        twice = field_mask_pb2.FieldMask(paths=["name", "labels", "name"])
+        updated = await scheduler.UpdateJob(scheduler_pb2.UpdateJobRequest(job=renamed, update_mask=twice),
+                                            metadata=bearer(key))
+        assert updated.job.name == "renamed"
+        (revision,) = (await scheduler.ListJobRevisions(
+            scheduler_pb2.ListJobRevisionsRequest(id=job.id), metadata=bearer(key))).revisions  # fmt: skip
+        assert list(revision.update_mask.paths) == ["name", "labels"]

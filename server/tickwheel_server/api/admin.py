@@ -270,9 +270,9 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         await self._auth.admin(context)
         size = convert.page_size(request.page_size, default=50, maximum=500)
         before = convert.parse_execution_page_token(request.page_token)
-        unknown = [v for v in request.statuses if v not in convert.EXECUTION_STATUS_FROM_PROTO]
-        if unknown:
-            raise InvalidArgument.field("statuses", f"unknown values {unknown}")
+        statuses = convert.enum_filter(
+            request.statuses, convert.EXECUTION_STATUS_FROM_PROTO, "statuses", "unknown values"
+        )
         from_at = convert.instant(request.from_at, "from_at") if request.HasField("from_at") else None
         to_at = convert.instant(request.to_at, "to_at") if request.HasField("to_at") else None
         if from_at is not None and to_at is not None and to_at <= from_at:
@@ -282,7 +282,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         page = await self._operations.search_executions(
             tenant=_tenant_filter(request.tenant),
             job_id=request.job_id,
-            statuses=[convert.EXECUTION_STATUS_FROM_PROTO[v] for v in request.statuses],
+            statuses=statuses,
             from_at=from_at,
             to_at=to_at,
             before_key=before,

@@ -146,9 +146,11 @@ def calendar_to_proto(record: CalendarRecord) -> calendar_pb2.Calendar:
 def update_paths(mask: field_mask_pb2.FieldMask) -> tuple[str, ...]:
     """The Calendar fields an update replaces: the mask's, or
     :data:`MUTABLE_FIELDS` when it is empty. INVALID_ARGUMENT
-    ``update_mask`` naming every other path."""
+    ``update_mask`` naming every other path, or past
+    :data:`~.convert.MAX_MASK_PATHS`."""
     if not mask.paths:
         return MUTABLE_FIELDS
+    convert.check_mask_size(mask.paths)
     problems = []
     for path in mask.paths:
         if path == "name":

@@ -116,18 +116,21 @@ def _reason(value: str) -> str:
 def update_paths(mask: field_mask_pb2.FieldMask) -> tuple[str, ...]:
     """The ``Job`` paths an update changes: the mask's, or every mutable field
     when it is empty. INVALID_ARGUMENT ``update_mask`` naming every path that
-    is output only or not a ``Job`` field (map keys cannot be addressed)."""
+    is output only or not a ``Job`` field (map keys cannot be addressed),
+    or past :data:`~.convert.MAX_MASK_PATHS`. Each path once, in order."""
     if not mask.paths:
         return MUTABLE_FIELDS
+    convert.check_mask_size(mask.paths)
+    paths = tuple(dict.fromkeys(mask.paths))
     problems = []
-    for path in mask.paths:
+    for path in paths:
         if path.split(".", 1)[0] in OUTPUT_ONLY_FIELDS:
-            problems.append(f"{path!r} is output only")
+            problems.append(f"{shown(path)!r} is output only")
         elif not field_mask_pb2.FieldMask(paths=[path]).IsValidForDescriptor(job_pb2.Job.DESCRIPTOR):
-            problems.append(f"{path!r} is not a Job field")
+            problems.append(f"{shown(path)!r} is not a Job field")
     if problems:
         raise InvalidArgument.field("update_mask", "; ".join(problems))
-    return tuple(mask.paths)
+    return paths
 
 
 def merge_job(stored: job_pb2.Job, patch: job_pb2.Job, paths: tuple[str, ...]) -> job_pb2.Job:
@@ -294,7 +297,7 @@ def update_item(
                 [FieldViolation(name, "not in a batch: preview changes one at a time with UpdateJob") for name in refused]
             )
     paths = update_paths(request.update_mask)
-    mask = tuple(request.update_mask.paths)
+    mask = paths if request.update_mask.paths else ()  # as the revision records it (empty: every field)
     job_id, version = request.job.id, request.job.version
     missing = [name for name, value in (("id", job_id), ("version", version)) if not value]
     if missing:
@@ -367,10 +370,7 @@ def metered_change(decide: Decide, meter: Meter, now: datetime) -> Decide:
 
 
 def _statuses(values) -> list[str]:
-    unknown = [v for v in values if v not in convert.EXECUTION_STATUS_FROM_PROTO]
-    if unknown:
-        raise InvalidArgument.field("statuses", f"unknown values {unknown}")
-    return [convert.EXECUTION_STATUS_FROM_PROTO[v] for v in values]
+    return convert.enum_filter(values, convert.EXECUTION_STATUS_FROM_PROTO, "statuses", "unknown values")
 
 
 def _window(request) -> tuple[datetime | None, datetime | None]:

@@ -59,3 +59,22 @@ def test_a_set_patch_is_copied_at_its_path(paths) -> None:
 def test_the_whole_message_and_a_path_under_it_agree() -> None:
     merged = merge_job(stored_cron(), job_pb2.Job(), ("schedule", "schedule.cron.time_zone"))
     assert not merged.HasField("schedule")
+
+
+def test_a_mask_is_each_path_once_and_at_most_64_paths() -> None:
+    from google.protobuf import field_mask_pb2
+
+    from tickwheel_server.api import calendars, convert
+    from tickwheel_server.api.scheduler import update_paths
+    from tickwheel_server.errors import InvalidArgument
+
+    assert update_paths(field_mask_pb2.FieldMask(paths=["name", "labels", "name"])) == ("name", "labels")
+    assert update_paths(field_mask_pb2.FieldMask(paths=["name"] * 64)) == ("name",)
+    for check, path in ((update_paths, "name"), (calendars.update_paths, "time_zone")):
+        with pytest.raises(InvalidArgument) as refused:
+            check(field_mask_pb2.FieldMask(paths=[path] * 65))
+        assert [(v.field, v.description) for v in refused.value.violations] == [("update_mask", "at most 64 paths (got 65)")]
+    with pytest.raises(InvalidArgument) as refused:
+        convert.enum_filter([4] * 33, convert.EXECUTION_STATUS_FROM_PROTO, "statuses", "unknown values")
+    assert refused.value.violations[0].description == "at most 32 values (got 33)"
+    assert convert.enum_filter([4, 4, 1], {1: "b", 4: "a"}, "statuses", "unknown values") == ["a", "b"]
