@@ -12,7 +12,10 @@ each call's list passes before anything else reads it:
 - ``mask_honest``: UpdateJob's mask of 3 paths (``scheduler.update_paths``);
 - ``mask_flood``: ``--paths`` copies of ``name`` (500 000 fit 4 MiB);
 - ``calendar_mask_flood``: UpdateCalendar's mask, ``--paths`` copies of
-  ``time_zone`` (``calendars.update_paths``).
+  ``time_zone`` (``calendars.update_paths``);
+- ``weekdays_flood``: CreateCalendar's ``business_days``, ``--values``
+  copies of 9, no weekday (``calendars.normalise_calendar``: a violation
+  each, where nothing bounds them).
 
 Each figure also says whether the check ``refused`` the list
 (INVALID_ARGUMENT) or passed it on (``paths``/``values`` kept: what the
@@ -33,7 +36,7 @@ import os
 import time
 
 from google.protobuf import field_mask_pb2
-from tickwheel.v1 import admin_pb2, job_pb2, scheduler_pb2
+from tickwheel.v1 import admin_pb2, calendar_pb2, job_pb2, scheduler_pb2
 
 from tickwheel_server.api import calendars, convert, scheduler
 from tickwheel_server.errors import InvalidArgument
@@ -82,6 +85,8 @@ def main() -> None:
         "mask_honest": (scheduler.update_paths, mask(["name", "labels", "payload"])),
         "mask_flood": (scheduler.update_paths, mask(["name"] * args.paths)),
         "calendar_mask_flood": (calendars.update_paths, mask(["time_zone"] * args.paths)),
+        "weekdays_flood": (calendars.normalise_calendar, calendar_pb2.Calendar.FromString(
+            calendar_pb2.Calendar(name="c", time_zone="UTC", business_days=[9] * args.values).SerializeToString())),
     }
     report = {
         "benchmark": "request_lists", "smoke": args.smoke, "values": args.values, "paths": args.paths,

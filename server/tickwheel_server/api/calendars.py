@@ -32,6 +32,11 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
 MAX_DATES = 10_000
 """The most entries ``holidays`` (and, apart, ``half_days``) may hold."""
+MAX_WEEKDAY_ENTRIES = 32
+"""The most entries ``business_days`` may hold, repeats included (each
+weekday once is 7; repeats are folded). A packed int32 is a byte an entry:
+a 4 MiB calendar held 4 million, each read in Python on the event loop,
+and as many bad ones made a violation each: 7 s and 700 MB a call."""
 MUTABLE_FIELDS = ("time_zone", "business_days", "holidays", "half_days")
 """What an empty UpdateCalendar mask means."""
 OUTPUT_ONLY_FIELDS = frozenset({"tenant", "version", "created_at", "updated_at", "holiday_count", "half_day_count"})
@@ -83,7 +88,13 @@ def normalise_calendar(message: calendar_pb2.Calendar, field: str = "calendar") 
     elif len(zone) > 64 or zone not in zones.default_registry().keys():
         violations.append(FieldViolation(f"{field}.time_zone", f"unknown time zone {shown(zone)!r}"))
     weekdays = set()
-    for index, value in enumerate(message.business_days):
+    listed = message.business_days
+    if len(listed) > MAX_WEEKDAY_ENTRIES:
+        violations.append(
+            FieldViolation(f"{field}.business_days", f"at most {MAX_WEEKDAY_ENTRIES} entries, not {len(listed)}")
+        )
+        listed = ()
+    for index, value in enumerate(listed):
         if value in _WEEKDAYS:
             weekdays.add(value)
         else:
@@ -92,7 +103,7 @@ def normalise_calendar(message: calendar_pb2.Calendar, field: str = "calendar") 
     half_days = _dates(message.half_days, f"{field}.half_days", violations)
     chosen = weekdays or set(businessdays.MONDAY_TO_FRIDAY)
     closed = set(holidays)
-    positions = {text: index for index, text in enumerate(message.half_days)}
+    positions = {text: index for index, text in enumerate(message.half_days)} if half_days else {}
     for day in half_days:
         if day in closed or day.isoweekday() not in chosen:
             index = positions.get(day.isoformat(), 0)
