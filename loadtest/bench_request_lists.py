@@ -15,7 +15,11 @@ each call's list passes before anything else reads it:
   ``time_zone`` (``calendars.update_paths``);
 - ``weekdays_flood``: CreateCalendar's ``business_days``, ``--values``
   copies of 9, no weekday (``calendars.normalise_calendar``: a violation
-  each, where nothing bounds them).
+  each, where nothing bounds them);
+- ``labels_flood``: CreateJob's job with ``--paths`` / 2 labels (``validate.new_job``,
+  the create path: the job copied for its shape's key before any check);
+- ``keys_flood``: a job with ``--paths`` × 2 empty concurrency keys, 2 bytes each
+  (``validate.normalise_job``: a violation or two each).
 
 Each figure also says whether the check ``refused`` the list
 (INVALID_ARGUMENT) or passed it on (``paths``/``values`` kept: what the
@@ -34,11 +38,12 @@ import argparse
 import json
 import os
 import time
+from datetime import datetime, timezone
 
 from google.protobuf import field_mask_pb2
 from tickwheel.v1 import admin_pb2, calendar_pb2, job_pb2, scheduler_pb2
 
-from tickwheel_server.api import calendars, convert, scheduler
+from tickwheel_server.api import calendars, convert, scheduler, validate
 from tickwheel_server.errors import InvalidArgument
 
 
@@ -77,6 +82,14 @@ def main() -> None:
     def mask(paths: list[str]) -> field_mask_pb2.FieldMask:
         return field_mask_pb2.FieldMask.FromString(field_mask_pb2.FieldMask(paths=paths).SerializeToString())
 
+    def crowded(labels: int, keys: int) -> job_pb2.Job:
+        job = job_pb2.Job(name="j", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")))
+        job.schedule.cron.expression, job.schedule.cron.time_zone = "0 3 * * *", "UTC"
+        job.labels.update({f"k{i}": "" for i in range(labels)})
+        job.concurrency_keys.extend([job_pb2.ConcurrencyKey()] * keys)
+        return job_pb2.Job.FromString(job.SerializeToString())
+
+    now = datetime.now(timezone.utc)
     shapes = {
         "statuses_honest": (scheduler._statuses, [status, job_pb2.EXECUTION_STATUS_DEAD,
                                                   job_pb2.EXECUTION_STATUS_CANCELED]),
@@ -87,6 +100,8 @@ def main() -> None:
         "calendar_mask_flood": (calendars.update_paths, mask(["time_zone"] * args.paths)),
         "weekdays_flood": (calendars.normalise_calendar, calendar_pb2.Calendar.FromString(
             calendar_pb2.Calendar(name="c", time_zone="UTC", business_days=[9] * args.values).SerializeToString())),
+        "labels_flood": (lambda job: [validate.new_job(job, now, "job_x")], crowded(args.paths // 2, 0)),
+        "keys_flood": (lambda job: [validate.normalise_job(job, now)], crowded(0, args.paths * 2)),
     }
     report = {
         "benchmark": "request_lists", "smoke": args.smoke, "values": args.values, "paths": args.paths,

@@ -297,6 +297,7 @@ def update_item(
                 [FieldViolation(name, "not in a batch: preview changes one at a time with UpdateJob") for name in refused]
             )
     paths = update_paths(request.update_mask)
+    validate.check_counts(request.job, "job")  # before the patch is merged: a copy of each of its maps
     mask = paths if request.update_mask.paths else ()  # as the revision records it (empty: every field)
     job_id, version = request.job.id, request.job.version
     missing = [name for name, value in (("id", job_id), ("version", version)) if not value]
