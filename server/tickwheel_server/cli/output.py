@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import timezone
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from google.protobuf import json_format
-from google.protobuf.message import Message
+if TYPE_CHECKING:  # protobuf loads with the SDK, when a command calls: `--help` never does
+    from google.protobuf.message import Message
 
 __all__ = [
     "enum_name", "error_lines", "fmt_duration", "fmt_schedule", "fmt_target", "fmt_ts", "print_json", "printable",
@@ -18,6 +18,8 @@ __all__ = [
 
 def print_json(message: Message, out: TextIO) -> None:
     """The message as one JSON document in the proto JSON mapping."""
+    from google.protobuf import json_format
+
     out.write(json_format.MessageToJson(message, indent=2))
     out.write("\n")
 
