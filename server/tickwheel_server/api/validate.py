@@ -38,7 +38,6 @@ from ..jobspec import (
     DEFAULT_INITIAL_BACKOFF, DEFAULT_LATENESS_THRESHOLD, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BACKOFF,
     DEFAULT_RUN_ALL_LIMIT, DEFAULT_TIMEOUT, EARLIEST_INSTANT, LATEST_INSTANT, calendar_ref_of, key_limits, schedule_of,
 )
-from . import convert
 from .text import HEADER_NAME, HEADER_VALUE, shown, text_problem
 from ..schedule import (
     Fire, Schedule, ScheduleError, ScheduleKind, fires_depend_on_job_id, jitter_micros_within, jitter_window,
@@ -550,7 +549,9 @@ def bounded_instant(message, field: str) -> datetime:
     [EARLIEST_INSTANT, LATEST_INSTANT), INVALID_ARGUMENT ``field`` otherwise.
     Instants outside have no occurrence a job could have, and the engine's
     arithmetic near protobuf's limits would overflow."""
-    at = convert.instant(message, field)
+    from .convert import instant  # convert loads the store's records: `tickwheel apply` checks jobs without them
+
+    at = instant(message, field)
     if not EARLIEST_INSTANT <= at < LATEST_INSTANT:
         raise InvalidArgument.field(field, "must be between 1970-01-01T00:00:00Z and 9999-01-01T00:00:00Z (exclusive)")
     return at

@@ -1,7 +1,8 @@
 """A ``tickwheel`` command loads what it runs and no more: ``--help`` and
-``cron next`` load no protobuf, gRPC or store. Each command runs in a fresh
-interpreter, as from a script or CI, and reports the modules loaded when it
-returns."""
+``cron next`` load no protobuf, gRPC or store; ``apply -f`` checks its jobs
+with the server's rules (``api/validate.py``) without the store's SQLAlchemy
+and psycopg. Each command runs in a fresh interpreter, as from a script or
+CI, and reports the modules loaded when it returns."""
 
 from __future__ import annotations
 
@@ -49,3 +50,17 @@ def test_a_command_without_a_call_loads_neither_wire_nor_store(argv: list[str]) 
     assert status == 0, shown
     assert _loaded(modules, STORE + WIRE) == []
 
+
+def test_apply_checks_its_jobs_with_the_servers_rules_without_the_store(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text('[[jobs]]\nname = "nightly"\ncron = "0 2 * * *"\nhandler = "report"\n\n'
+                    '[[jobs]]\nname = "broken"\ncron = "61 2 * * *"\nhandler = "report"\n')  # fmt: skip
+    key = tmp_path / "key"
+    key.write_text("tw_unused\n")
+    # The second job is refused by the server's rules before any call: no
+    # server listens at the address, and the exit is 2, not UNAVAILABLE's 1.
+    status, shown, modules = _run("--address", "127.0.0.1:9", "--api-key-file", str(key), "apply", "-f", str(jobs))
+    assert status == 2, shown
+    assert '"broken": cron: minute field: 61 is out of range' in shown, shown
+    assert "tickwheel_server.api.validate" in modules
+    assert _loaded(modules, STORE) == []
