@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from decimal import Decimal
@@ -134,6 +133,8 @@ _TOML_KEY = re.compile(r"^[ \t]*([A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')[ \t]*[.=]")
 
 
 def _toml(text: str) -> tuple[Any, list[int] | None, list[dict[str, int]]]:
+    import tomllib  # as yaml: loaded by the apply that reads the file, not by every command
+
     try:
         document = tomllib.loads(text, parse_float=Decimal)
     except RecursionError:

@@ -24,20 +24,17 @@ failed, 2 for a usage error (nothing sent).
 from __future__ import annotations
 
 import argparse
-import csv
 import io
 import json
 import os
 import re
 import sys
-import tempfile
 import textwrap
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, BinaryIO, TextIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from tickwheel_server.cli import jsontext
 from tickwheel_server.cli.context import Context
@@ -54,6 +51,9 @@ from tickwheel_server.cli.output import printable
 from tickwheel_server.cli.parse import UsageError
 from tickwheel_server.cli.progress import ProgressLine, live_stream
 from tickwheel_server.cli.tree import leaf
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = ["MAX_LINE_BYTES", "register"]
 
@@ -188,6 +188,8 @@ def read_jsonl(lines: LineReader) -> Iterator[Line]:
 def read_csv(lines: LineReader) -> tuple[list[str], Iterator[Line]]:
     """The header (checked: known, distinct column names; a ``UsageError``
     otherwise, before anything is sent) and one :class:`Line` per record."""
+    import csv  # here and below: only an import loads csv, tempfile and a thread pool
+
     too_long: set[int] = set()
     not_utf8: set[int] = set()
     physical = 0
@@ -315,6 +317,8 @@ class FailureLog:
             self.first.append(failure)
             return
         if self._rest is None:
+            import tempfile
+
             self._rest = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
         self._rest.write(jsontext.dumps(failure).encode() + b"\n")
 
@@ -385,6 +389,8 @@ class FailureWriter:
         self.add_id = fmt == "csv" and "request_id" not in header
         self._csv: Any = None
         if out is not None and fmt == "csv" and header:
+            import csv
+
             self._text = io.TextIOWrapper(out, encoding="utf-8", newline="", write_through=True)
             self._csv = csv.writer(self._text)
             self._csv.writerow(header + (["request_id"] if self.add_id else []))
@@ -517,6 +523,8 @@ class _Importer:
         self.pending: list[tuple[Line, Any, str | None]] = []  # (line, job or None when it failed, request id)
         self.held_bytes = 0
         self.parallel = parallel
+        from concurrent.futures import ThreadPoolExecutor
+
         self._pool = ThreadPoolExecutor(parallel, thread_name_prefix="tickwheel-import")
         # Calls sent and not yet recorded, oldest first: (their lines, the call, or None when not sent).
         self._in_flight: deque[tuple[list[tuple[Line, Any, str | None]], Future | None]] = deque()

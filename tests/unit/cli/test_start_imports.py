@@ -1,7 +1,7 @@
 """A ``tickwheel`` command loads what it runs and no more: ``--help`` and
-``cron next`` load no protobuf, gRPC or store; ``apply -f`` checks its jobs
-with the server's rules (``api/validate.py``) without the store's SQLAlchemy
-and psycopg. Each command runs in a fresh interpreter, as from a script or
+``cron next`` load no protobuf, gRPC, store or file readers; ``apply -f``
+checks its jobs with the server's rules (``api/validate.py``) without the
+store's SQLAlchemy and psycopg. Each command runs in a fresh interpreter, as from a script or
 CI, and reports the modules loaded when it returns."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ print(json.dumps({"status": status, "modules": sorted(sys.modules)}), file=sys.s
 
 STORE = ("sqlalchemy", "psycopg", "tickwheel_server.store", "opentelemetry.sdk")
 WIRE = ("google.protobuf", "grpc", "tickwheel.v1", "yaml")
+FILES = ("tomllib", "csv", "concurrent.futures.thread")  # what reading a file to apply or import needs
 
 
 def _run(*argv: str) -> tuple[int, str, set[str]]:
@@ -48,7 +49,7 @@ def _loaded(modules: set[str], families: tuple[str, ...]) -> list[str]:
 def test_a_command_without_a_call_loads_neither_wire_nor_store(argv: list[str]) -> None:
     status, shown, modules = _run(*argv)
     assert status == 0, shown
-    assert _loaded(modules, STORE + WIRE) == []
+    assert _loaded(modules, STORE + WIRE + FILES) == []
 
 
 def test_apply_checks_its_jobs_with_the_servers_rules_without_the_store(tmp_path: Path) -> None:
