@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from tickwheel.shared.ids import execution_id, to_us
 from tickwheel_server.store import create_store_engine
+from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.claim_handout import HandOutOffer
 from tickwheel_server.store.claim_reads import DUE_SQL, fenced_due
 from tickwheel_server.store.dispatch import DispatchStore
@@ -26,7 +27,7 @@ from tickwheel_server.store.tenants import Tenant, TenantStore
 
 from tests.support.libpq_trace import client_messages
 
-from .test_dispatch_claim import NOW, OWNED, World, once_job
+from .test_dispatch_claim import MINUTE, NOW, OWNED, World, cron_job, once_job
 from .test_dispatch_handout import NOW_PASS, SERVED, create
 
 pytestmark = pytest.mark.postgres
@@ -103,6 +104,27 @@ async def test_a_claim_that_hands_out_is_three_round_trips_and_one_that_does_not
     with traced(migrated_engine) as (trips, _):
         result = await world.dispatch.claim_due(OWNED, NOW, **NOW_PASS)
     assert len(result.executions) == 1 and len(trips) == 2, [statements(trip) for trip in trips]
+
+
+async def test_a_claim_that_raises_alerts_sends_them_before_its_writes_and_commits_with_the_writes(
+    world, migrated_engine
+) -> None:
+    """A claim that skips missed runs raises their ``skipped`` alert before
+    its writes, so the COMMIT rides the writes' pipelined trip: no
+    pipelined trip leaves its transaction open (one would arm no idle
+    limit: ``store/pipeline.py``), and no trip of its own for the COMMIT."""
+    world.dispatch = DispatchStore(migrated_engine, world.clock, alerts=AlertStore(migrated_engine, world.clock))
+    await world.create(cron_job(), NOW - 10 * MINUTE)
+    with traced(migrated_engine) as (trips, _):
+        result = await world.dispatch.claim_due(OWNED, NOW)
+    assert (result.skipped, result.alerts_raised, len(result.executions)) == (8, 1, 4)
+    sent = [statements(trip) for trip in trips]
+    alerts_at = [index for index, trip in enumerate(sent) if "INSERT INTO alerts" in trip]
+    assert len(alerts_at) == 1 and "INSERT INTO executions" in sent[-1] and "UPDATE job_cursors" in sent[-1], sent
+    assert alerts_at[0] < len(sent) - 1 and "\"COMMIT\"" in sent[-1].split(" | ")[-1], sent
+    assert len(sent) == 6, sent  # the BEGIN with the reads, the missed count, the skip range (2), the alert, the writes
+    pipelined = [trip for trip in trips if sum(message.startswith("Execute") for message in trip) > 1]
+    assert pipelined and all("COMMIT" in statements(trip) for trip in pipelined), sent
 
 
 FAIL_ONCE = """

@@ -54,7 +54,8 @@ With an :class:`~tickwheel_server.store.alerts.AlertStore`, every misfire or
 backlog skip range a claim creates or extends (:class:`.claim_writes.SkipWrites`)
 raises the job's ``skipped`` alert (``alerts.catalogue.skipped_alert``) in the claim's own
 transaction: one upsert for the batch, so the alert commits with the range
-or not at all. A paused tenant's ranges raise nothing: pausing is asked for.
+or not at all. The alerts go before the writes, whose trip carries the
+COMMIT. A paused tenant's ranges raise nothing: pausing is asked for.
 
 A row this server cannot read, or whose next fire it cannot compute, is left
 as it was and the rest of the batch claimed; it raises ``job_unreadable`` or
@@ -329,20 +330,18 @@ class DispatchStore(SqlStore):
             skip_writes.write(conn, arrays, now_us)
             skipped = skip_writes.alerts()  # a paused tenant's ranges raise nothing: pausing is asked for
             taken = None if direct is None else direct.take(conn, arrays, writes)
-            alerting = self._alerts is not None and bool(skipped or result.unreadable or result.readable_again)
-            committing = arrays and not alerting  # the COMMIT goes with the writes unless alerts follow them
-            inserted = write(conn, arrays, writes, now_us, direct, taken, to_us(self.clock.now()), commit=committing)
-            if taken is not None:
-                result.handed_out, result.executions = direct.handed, [e for e in executions if e.id not in inserted]
-            if committing:
-                return result, 0
+            # The alerts before the writes, so the COMMIT rides the writes' pipelined trip: a pipelined
+            # trip that left the transaction open would arm no idle limit (:mod:`.pipeline`).
             changed = 0
             if skipped and self._alerts is not None:
                 result.alerts_raised = changed = len(self._alerts.raise_many_in(conn, skipped, now=now))
             if self._alerts is not None:
                 changed += self._record_quarantine_alerts(conn, result, now)
+            inserted = write(conn, arrays, writes, now_us, direct, taken, to_us(self.clock.now()), commit=arrays)
             if taken is not None:
-                direct.before_commit()
+                result.handed_out, result.executions = direct.handed, [e for e in executions if e.id not in inserted]
+                if not arrays:
+                    direct.before_commit()  # SQLite: its runner commits
             return result, changed
 
         try:
