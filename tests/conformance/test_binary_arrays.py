@@ -1,6 +1,8 @@
 """The claim's packed array parameters (``store/binary_arrays.py``) read
 back by real PostgreSQL as the values sent, through a store engine's
-connection and psycopg's pipeline as the claim's writes send them."""
+connection and psycopg's pipeline as the claim's writes send them (with
+the COMMIT: a pipelined trip that leaves its transaction open is refused,
+nothing sent, since it would arm no idle limit)."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ def test_every_column_reads_back_as_sent(engine) -> None:
     with engine.begin() as conn:
         direct = conn.exec_driver_sql(sql, parameters).one()
     with engine.connect() as conn:
-        (piped,) = pipeline.send(conn, [(sql, parameters)])[0]
+        (piped,) = pipeline.send(conn, [(sql, parameters)], commit=True)[0]
     for row in (tuple(direct), piped):
         for (name, (_, _, values)), read in zip(COLUMNS.items(), row):
             assert list(read) == values, name
@@ -50,3 +52,14 @@ def test_a_value_out_of_the_column_s_range_writes_nothing(engine) -> None:
                              {"n": IntegerArray([1, 2**31])})
     with engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT count(*) FROM packed_probe").scalar() == 0
+
+
+def test_a_binary_trip_without_the_commit_is_refused_and_sends_nothing(engine) -> None:
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE open_probe (n INTEGER)")
+    with engine.begin() as conn:
+        with pytest.raises(ValueError, match="idle limit"):
+            pipeline.send(conn, [("INSERT INTO open_probe SELECT unnest(CAST(%(n)b AS INTEGER[]))",
+                                  {"n": IntegerArray([1, 2])})])
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM open_probe").scalar() == 0

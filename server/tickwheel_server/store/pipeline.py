@@ -18,9 +18,8 @@ sit idle with no limit, its locks held by a frozen server for good
 whose parameters all go as text is one simple-protocol query instead
 (the statements joined by ``;``, their parameters written in by
 psycopg's client-side binding, planned each time: small statements); a
-trip with binary parameters and no COMMIT (a claim's writes followed by
-its alerts) stays pipelined, and the statements after it, sent at once,
-arm the limit again.
+trip with binary parameters must carry the COMMIT (a claim raises its
+alerts before its writes for that): one without is refused, nothing sent.
 
 BEGIN: psycopg begins a transaction with a round trip of its own, even in
 pipeline mode (it waits for the BEGIN's reply to know the transaction's
@@ -99,11 +98,16 @@ def send(
     PostgreSQL arms ``idle_in_transaction_session_timeout`` only when it
     answers a Sync or a query with nothing read after it, so a server
     frozen after a pipelined trip would hold the transaction's locks with
-    no idle limit (:mod:`.partitions`, "A frozen holder")."""
+    no idle limit (:mod:`.partitions`, "A frozen holder"). So a trip
+    with a binary parameter (one that cannot go as text) and no COMMIT is
+    refused before anything is sent: :class:`ValueError`."""
     if commit:
         refuse_ended_session(conn)  # the session ended while idle in this transaction: nothing of it was applied
     dbapi = conn.connection.dbapi_connection
-    if not commit and statements and all(_as_text(statement, parameters) for statement, parameters in statements):
+    if not commit and statements:
+        if not all(_as_text(statement, parameters) for statement, parameters in statements):
+            raise ValueError("a pipelined round trip that leaves its transaction open arms no idle limit: "
+                             "send binary parameters with the COMMIT")
         return _one_query(conn, dbapi, statements)
     cursors: list[Any] = []
     statement, parameters = statements[0] if statements else ("COMMIT", {})
