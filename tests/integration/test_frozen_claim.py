@@ -76,7 +76,7 @@ FREEZE_POINTS = {
 """Where a claim is stopped: at its definitions (after its epoch check and
 due scan, one round trip), or, handing out, at the share-out (after its
 tenants' and busy jobs' round trip as well), or, raising the ``skipped``
-alert of a job whose missed runs it skips, at that alert (on main it came
+alert of a job whose missed runs it skips, at that alert (it once came
 after the claim's pipelined writes, which left the transaction with no
 idle limit)."""
 
