@@ -21,7 +21,11 @@ the message here (:meth:`AwaitedRequests.read`):
   IPv6 one by its /64): a client without a valid credential cannot take
   the bound of a tenant or worker behind the same address (a NAT);
 - a message must have arrived whole within :data:`MESSAGE_SECONDS` of the
-  call's HEADERS, else the call ends DEADLINE_EXCEEDED;
+  call's HEADERS, else the call ends DEADLINE_EXCEEDED: one sweep every
+  :data:`SWEEP_SECONDS` (a task of its own, while any call waits) ends the
+  calls whose time ran out, so a call waits at most that much longer, and
+  a call costs no timer of its own (an ``asyncio.timeout`` a call was a
+  timer handle pushed on and cancelled off the loop's heap, every call);
 - a call whose client ends its stream without a message is answered
   INVALID_ARGUMENT (gRPC held such a call unanswered for as long as the
   connection lived).
@@ -44,17 +48,25 @@ from ..auth import failures, tokens
 
 MAX_PER_PEER = 256
 MESSAGE_SECONDS = 20.0
+SWEEP_SECONDS = 1.0
 
 
 class AwaitedRequests:
     """The calls waiting for their request message now, by peer (see the module docstring)."""
 
-    def __init__(self, *, per_peer: int = MAX_PER_PEER, seconds: float = MESSAGE_SECONDS) -> None:
-        if per_peer < 1 or not seconds > 0:
-            raise ValueError("per_peer must be >= 1 and seconds > 0")
-        self.per_peer, self.seconds = per_peer, seconds
+    def __init__(
+        self, *, per_peer: int = MAX_PER_PEER, seconds: float = MESSAGE_SECONDS, sweep_seconds: float = SWEEP_SECONDS
+    ) -> None:
+        if per_peer < 1 or not seconds > 0 or not sweep_seconds > 0:
+            raise ValueError("per_peer must be >= 1, seconds and sweep_seconds > 0")
+        self.per_peer, self.seconds, self.sweep_seconds = per_peer, seconds, sweep_seconds
         self._by_caller: dict[str, int] = {}
         """Calls waiting now, by caller (a trusted secret, or a peer's key)."""
+        self._deadlines: dict[asyncio.Task, float] = {}
+        """The tasks of the calls waiting now, each with the loop time its message is due by."""
+        self._expired: set[asyncio.Task] = set()
+        """Tasks the sweep cancelled because their time ran out (they see it as their timeout)."""
+        self._sweeper: asyncio.Task | None = None
         self.trusted: Callable[[str], bool] = lambda secret: False
         """Whether a bearer secret verified on this server lately (the
         authenticator's): such a call counts under its secret, not its peer."""
@@ -85,18 +97,26 @@ class AwaitedRequests:
                 "send a call's message with its headers",
             )  # fmt: skip
         self._by_caller[peer] = held + 1
+        task = asyncio.current_task()
+        # The loop's clock, not the server's injected one: a transport bound
+        # like gRPC's keepalive, kept by the sweep (no timer a call).
+        loop = task.get_loop()
+        self._deadlines[task] = loop.time() + self.seconds
+        sweeper = self._sweeper
+        if sweeper is None or sweeper.done() or sweeper.get_loop() is not loop:  # none yet, or a past loop's
+            self._sweeper = loop.create_task(self._sweep(), name="awaited requests: sweep")
+        timed_out = False
         try:
-            # The loop's clock, not the server's injected one: a transport
-            # bound like gRPC's keepalive, on every call (a timer handle, no task).
-            async with asyncio.timeout(self.seconds):
-                message = await context.read()
-        except TimeoutError:
+            message = await context.read()
+        except asyncio.CancelledError:
+            if task not in self._expired or task.uncancel():
+                raise  # cancelled by someone else too (the client, the server's stop)
             self.timed_out += 1
             message = None
             timed_out = True
-        else:
-            timed_out = False
         finally:
+            del self._deadlines[task]
+            self._expired.discard(task)
             left = self._by_caller[peer] - 1
             if left:
                 self._by_caller[peer] = left
@@ -108,6 +128,21 @@ class AwaitedRequests:
         if message is grpc.aio.EOF:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the call ended without its request message")
         return message
+
+    async def _sweep(self) -> None:
+        """Every :attr:`sweep_seconds` while any call waits: cancel the
+        calls whose message is past due (their :meth:`read` answers
+        DEADLINE_EXCEEDED); ends at a sweep that finds none waiting."""
+        while True:
+            await asyncio.sleep(self.sweep_seconds)
+            if not self._deadlines:
+                self._sweeper = None
+                return
+            now = asyncio.get_running_loop().time()
+            for task, deadline in self._deadlines.items():
+                if deadline <= now and task not in self._expired:
+                    self._expired.add(task)
+                    task.cancel()
 
 
 def early(handler: grpc.RpcMethodHandler, requests: AwaitedRequests) -> grpc.RpcMethodHandler:
