@@ -58,7 +58,7 @@ import grpc
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from ..auth.tokens import bearer_secret
+from ..auth.tokens import read_at_edge
 from ..auth.windows import RefusalWindows, secret_key
 from ..errors import FieldViolation, InvalidArgument
 from ..telemetry.refusals import RefusalLog
@@ -201,10 +201,11 @@ def _guard_handler(
         """At a call's start, before its servicer runs or (a unary call) its
         request is decoded: refused while starting, or inside its caller's
         window. The call's bearer secret (None without one), read from its
-        metadata once for the window and the request's read."""
+        metadata once for the window, the request's read and the servicer's
+        authenticator (:func:`~tickwheel_server.auth.tokens.call_bearer`)."""
         if not starting.done:
             await not_yet(context)
-        _, secret = bearer_secret(context.invocation_metadata())
+        _, secret = read_at_edge(context)
         if windows is not None and (window := windows.refusing(context, secret_key(secret, context))) is not None:
             await windows.refuse(window, context.abort, refusal_answer)
         return secret

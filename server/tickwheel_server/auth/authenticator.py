@@ -94,8 +94,8 @@ class AdminPrincipal:
 
 
 def bearer(context: grpc.aio.ServicerContext) -> str:
-    """The bearer secret of a call, or Unauthenticated."""
-    sent, secret = tokens.bearer_secret(context.invocation_metadata())
+    """The bearer secret of a call (as its edge read it, :func:`.tokens.call_bearer`), or Unauthenticated."""
+    sent, secret = tokens.call_bearer(context)
     if secret is not None:
         return secret
     if sent:

@@ -13,6 +13,7 @@ import base64
 import hashlib
 import hmac
 import os
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 API_KEY_PREFIX = "twk"
@@ -63,3 +64,26 @@ def bearer_secret(metadata) -> tuple[bool, str | None]:
             secret = secret.strip()
             return True, secret if scheme.lower() == "bearer" and secret else None
     return False, None
+
+
+_EDGE_READ: ContextVar[tuple[object, bool, str | None] | None] = ContextVar("tickwheel_edge_bearer", default=None)
+"""The call whose edge read its bearer secret in this task, with what it read."""
+
+
+def read_at_edge(context) -> tuple[bool, str | None]:
+    """:func:`bearer_secret` of a call's metadata, read at its edge
+    (``api/decoding.py``) and kept for the rest of the call's task, where
+    :func:`call_bearer` answers it without reading the metadata again."""
+    read = bearer_secret(context.invocation_metadata())
+    _EDGE_READ.set((context, *read))
+    return read
+
+
+def call_bearer(context) -> tuple[bool, str | None]:
+    """:func:`bearer_secret` of ``context``'s metadata: what its edge read
+    (:func:`read_at_edge`) when this task serves that call, else read now
+    (a call that passed no edge: a test's, another task's)."""
+    read = _EDGE_READ.get()
+    if read is not None and read[0] is context:
+        return read[1], read[2]
+    return bearer_secret(context.invocation_metadata())

@@ -79,7 +79,7 @@ def caller_key(context) -> str:
     """The key a call's refusal windows are kept under: its bearer secret
     as sent (``authorization: Bearer <secret>``), or ``"peer <peer>"``
     when it sent none (:func:`peer_window_key`)."""
-    _, secret = tokens.bearer_secret(context.invocation_metadata())
+    _, secret = tokens.call_bearer(context)
     return secret_key(secret, context)
 
 

@@ -178,3 +178,43 @@ def test_a_status_echoing_a_megabyte_the_caller_sent_stays_small() -> None:
         _code, status = status_for(error)
         assert len(status.SerializeToString()) < 2_000, type(error).__name__
         assert "AAAA" in status.message  # still shows which
+
+
+async def test_a_calls_bearer_secret_is_read_from_its_metadata_once() -> None:
+    """The edge reads the secret for the refusal window and the request's
+    read; the servicer's authenticator (``bearer``, ``caller_key``) is
+    given the same, not a read of its own (before: a third read a call).
+    A call whose edge is another task's reads its own."""
+    import grpc
+
+    from tickwheel_server.api.decoding import _guard_handler
+    from tickwheel_server.auth.authenticator import bearer
+    from tickwheel_server.auth.windows import caller_key
+    from tickwheel_server.telemetry.refusals import RefusalLog
+
+    class Counting(_Context):
+        reads = 0
+
+        def __init__(self, secret: str) -> None:
+            super().__init__()
+            self.secret = secret
+
+        def invocation_metadata(self) -> tuple:
+            Counting.reads += 1
+            return (("authorization", f"Bearer {self.secret}"),)
+
+    other = Counting("s-other")
+    seen: list = []
+
+    async def get_job(request, context):
+        seen.append((bearer(context), caller_key(context), bearer(other)))
+        return scheduler_pb2.GetJobResponse()
+
+    handler = grpc.unary_unary_rpc_method_handler(
+        get_job, request_deserializer=scheduler_pb2.GetJobRequest.FromString,
+        response_serializer=scheduler_pb2.GetJobResponse.SerializeToString,
+    )
+    guarded = _guard_handler(handler, "S/GetJob", RefusalLog(), refuse_nul=True, discard_unknown=True, starting=STARTED)
+    await _unary(guarded, scheduler_pb2.GetJobRequest(id="j").SerializeToString(), Counting("s-1"))
+    assert seen == [("s-1", "s-1", "s-other")]
+    assert Counting.reads == 2, "once for the call, once for the other call's context"
