@@ -20,6 +20,10 @@ each call's list passes before anything else reads it:
   the create path: the job copied for its shape's key before any check);
 - ``keys_flood``: a job with ``--paths`` × 2 empty concurrency keys, 2 bytes each
   (``validate.normalise_job``: a violation or two each).
+- ``nul_labels_flood`` / ``nul_keys_flood``: a job holding a zero byte in
+  its payload and the ``labels_flood`` / ``keys_flood`` lists
+  (``decoding.nul_fields``, which a request with a zero byte passes
+  before anything else reads it: ``kept``, the fields it named).
 
 Each figure also says whether the check ``refused`` the list
 (INVALID_ARGUMENT) or passed it on (``paths``/``values`` kept: what the
@@ -43,7 +47,7 @@ from datetime import datetime, timezone
 from google.protobuf import field_mask_pb2
 from tickwheel.v1 import admin_pb2, calendar_pb2, job_pb2, scheduler_pb2
 
-from tickwheel_server.api import calendars, convert, scheduler, validate
+from tickwheel_server.api import calendars, convert, decoding, scheduler, validate
 from tickwheel_server.errors import InvalidArgument
 
 
@@ -89,6 +93,10 @@ def main() -> None:
         job.concurrency_keys.extend([job_pb2.ConcurrencyKey()] * keys)
         return job_pb2.Job.FromString(job.SerializeToString())
 
+    def with_zero_byte(job: job_pb2.Job) -> job_pb2.Job:
+        job.payload = b"\0"
+        return job
+
     now = datetime.now(timezone.utc)
     shapes = {
         "statuses_honest": (scheduler._statuses, [status, job_pb2.EXECUTION_STATUS_DEAD,
@@ -102,6 +110,8 @@ def main() -> None:
             calendar_pb2.Calendar(name="c", time_zone="UTC", business_days=[9] * args.values).SerializeToString())),
         "labels_flood": (lambda job: [validate.new_job(job, now, "job_x")], crowded(args.paths // 2, 0)),
         "keys_flood": (lambda job: [validate.normalise_job(job, now)], crowded(0, args.paths * 2)),
+        "nul_labels_flood": (decoding.nul_fields, with_zero_byte(crowded(args.paths // 2, 0))),
+        "nul_keys_flood": (decoding.nul_fields, with_zero_byte(crowded(0, args.paths * 2))),
     }
     report = {
         "benchmark": "request_lists", "smoke": args.smoke, "values": args.values, "paths": args.paths,

@@ -10,6 +10,6 @@ def test_bench_request_lists_smoke():
     assert report["benchmark"] == "request_lists" and report["smoke"] is True
     assert set(report["shapes"]) == {
         "statuses_honest", "statuses_flood", "kinds_flood", "mask_honest", "mask_flood", "calendar_mask_flood",
-        "weekdays_flood", "labels_flood", "keys_flood",
+        "weekdays_flood", "labels_flood", "keys_flood", "nul_labels_flood", "nul_keys_flood",
     }
     assert all(shape["cpu_ms"] >= 0 for shape in report["shapes"].values())

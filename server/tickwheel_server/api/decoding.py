@@ -103,30 +103,56 @@ class Refused:
         self.undecodable = undecodable
 
 
+NUL_SEARCHED = 65_536
+"""At most this many list and map entries of one request are searched for
+NUL: a hostile request holds a zero byte (in a bytes field, say) and lists
+up to its 4 MiB (hundreds of thousands of entries, each a Python step
+here); past this many, the field being searched is named unsearched
+(:data:`UNSEARCHED`). Far above what any valid request lists (the API's
+count bounds refuse such a request anyway), so a valid one is searched whole."""
+
+UNSEARCHED = f"not searched for NUL (U+0000): the request holds a zero byte and more than {NUL_SEARCHED} list entries"
+
+
 def nul_fields(message: Message, prefix: str = "") -> list[str]:
     """The paths of the string fields of ``message`` (nested messages, lists
-    and maps included) that hold U+0000."""
+    and maps included) that hold U+0000; past :data:`NUL_SEARCHED` entries
+    searched, the field being searched then, marked ``" (unsearched)"``
+    (the search stops there)."""
     found: list[str] = []
+    _search(message, prefix, found, [NUL_SEARCHED])
+    return found
+
+
+def _search(message: Message, prefix: str, found: list[str], left: list[int]) -> bool:
+    """:func:`nul_fields` into ``found``, ``left[0]`` entries left to
+    search; False once they ran out (the search is over)."""
     for field, value in message.ListFields():
         path = f"{prefix}{field.name}"
+        if field.is_repeated:
+            left[0] -= len(value)
+            if left[0] < 0:
+                found.append(f"{path} (unsearched)")
+                return False
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
             key_field, value_field = field.message_type.fields_by_name["key"], field.message_type.fields_by_name["value"]
             for key, item in value.items():
                 if (key_field.type == _STRING and "\0" in key) or (value_field.type == _STRING and "\0" in item):
                     found.append(path)
                     break
-                if value_field.type == _MESSAGE:
-                    found += nul_fields(item, f"{path}.")
+                if value_field.type == _MESSAGE and not _search(item, f"{path}.", found, left):
+                    return False
         elif field.type == _STRING:
             items = value if field.is_repeated else (value,)
             found += [path for item in items if "\0" in item][:1]
         elif field.type == _MESSAGE:
             if field.is_repeated:
                 for index, item in enumerate(value):
-                    found += nul_fields(item, f"{path}[{index}].")
-            else:
-                found += nul_fields(value, f"{path}.")
-    return found
+                    if not _search(item, f"{path}[{index}].", found, left):
+                        return False
+            elif not _search(value, f"{path}.", found, left):
+                return False
+    return True
 
 
 def decoder(
@@ -151,10 +177,16 @@ def decoder(
         if refuse_nul and b"\0" in raw:  # a NUL in a string is a zero byte on the wire: most requests have none
             paths = nul_fields(message)
             if paths:
-                return Refused(InvalidArgument([FieldViolation(p, "may not contain NUL (U+0000)") for p in paths]), False)
+                return Refused(InvalidArgument([_nul_violation(p) for p in paths]), False)
         return message
 
     return decode
+
+
+def _nul_violation(path: str) -> FieldViolation:
+    if path.endswith(" (unsearched)"):
+        return FieldViolation(path.removesuffix(" (unsearched)"), UNSEARCHED)
+    return FieldViolation(path, "may not contain NUL (U+0000)")
 
 
 class Serialized:

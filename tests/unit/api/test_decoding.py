@@ -8,7 +8,7 @@ import logging
 import pytest
 from tickwheel.v1 import admin_pb2, job_pb2, scheduler_pb2
 
-from tickwheel_server.api.decoding import STARTED, Refused, decoder, nul_fields
+from tickwheel_server.api.decoding import NUL_SEARCHED, STARTED, UNSEARCHED, Refused, decoder, nul_fields
 
 
 def create(**job_fields) -> scheduler_pb2.CreateJobRequest:
@@ -50,6 +50,25 @@ def test_strings_with_nul_are_named() -> None:
     search = admin_pb2.SearchJobsRequest(tenant="a\0b")
     assert decoder(admin_pb2.SearchJobsRequest, refuse_nul=True)(search.SerializeToString()).error.violations[0].field == "tenant"
     assert decoder(admin_pb2.SearchJobsRequest, refuse_nul=False)(search.SerializeToString()).tenant == "a\0b"
+
+
+def test_a_request_listing_more_than_is_searched_for_nul_names_the_list_unsearched() -> None:
+    """A zero byte anywhere (a payload's) and lists past :data:`NUL_SEARCHED`
+    entries: the list being searched when they ran out is named, its
+    entries not walked (before: every entry of every list, in Python, up
+    to a 4 MiB request's hundreds of thousands, and the request passed)."""
+    decode = decoder(scheduler_pb2.CreateJobRequest, refuse_nul=True)
+    labels = create(payload=b"\0", name="ok", labels={f"k{n}": "v" for n in range(NUL_SEARCHED + 1)})
+    keys = create(payload=b"\0", concurrency_keys=[job_pb2.ConcurrencyKey(key=f"c{n}") for n in range(NUL_SEARCHED // 2)],
+                  labels={f"k{n}": "v" for n in range(NUL_SEARCHED // 2 + 1)})
+    for request, field in ((labels, "job.labels"), (keys, "job.labels")):
+        refused = decode(request.SerializeToString())
+        assert type(refused) is Refused and not refused.undecodable
+        assert [(v.field, v.description) for v in refused.error.violations] == [(field, UNSEARCHED)]
+    within = create(payload=b"\0", labels={f"k{n}": "v" for n in range(NUL_SEARCHED // 2)}, name="a\0")
+    assert nul_fields(within) == ["job.name"], "a request within the bound is searched whole"
+    within.job.labels["z"] = "\0"
+    assert nul_fields(within) == ["job.name", "job.labels"]
 
 
 async def test_refusals_are_logged_once_per_interval_per_service_with_a_count(caplog) -> None:
