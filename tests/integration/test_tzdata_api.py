@@ -122,3 +122,37 @@ async def test_start_recomputes_jobs_of_another_release_and_logs_and_alerts_the_
         f"tzdata 2026a→{tzdata_version()} shifted 1 runs: job {ident} (acme) "
         f"{wrong:%Y-%m-%dT%H:%M:%SZ} → {right:%Y-%m-%dT%H:%M:%SZ}"
     ]
+
+
+async def test_operator_lists_are_bounded_and_nothing_is_written(tmp_path):
+    """IssueWorkerCredential's ``tenants`` and ``handlers`` and
+    RecomputeSchedules' ``zones`` past their bounds: INVALID_ARGUMENT naming
+    the field, no credential issued (before: a credential naming the same
+    tenant 1001 times, or 1001 handlers, was stored; any number of zones
+    was accepted)."""
+    async with running_server(f"sqlite:///{tmp_path / 'store.db'}") as running:
+        await running.create_tenant("acme")
+        meta = running.admin_metadata()
+        async with grpc.aio.insecure_channel(running.address) as channel:
+            admin = admin_pb2_grpc.AdminServiceStub(channel)
+            for request, field in (
+                (admin_pb2.IssueWorkerCredentialRequest(tenants=["acme"] * 1001), "tenants"),
+                (admin_pb2.IssueWorkerCredentialRequest(tenants=["acme"], handlers=["echo"] * 1001), "handlers"),
+                (admin_pb2.IssueWorkerCredentialRequest(tenants=["acme"], handlers=["bad name"] * 900), "handlers"),
+            ):
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    await admin.IssueWorkerCredential(request, metadata=meta)
+                assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, field
+                assert list(violations(caught.value)) == [field]
+                assert len(caught.value.details()) < 2000, "the bad names are not all echoed"
+            listed = await admin.ListWorkerCredentials(admin_pb2.ListWorkerCredentialsRequest(), metadata=meta)
+            assert list(listed.credentials) == [], "nothing was written"
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await admin.RecomputeSchedules(
+                    admin_pb2.RecomputeSchedulesRequest(zones=["Europe/London"] * 1001), metadata=meta
+                )
+            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert list(violations(caught.value)) == ["zones"]
+            await admin.IssueWorkerCredential(
+                admin_pb2.IssueWorkerCredentialRequest(tenants=["acme"] * 1000, handlers=["echo"] * 1000), metadata=meta
+            )

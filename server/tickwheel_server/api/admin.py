@@ -43,11 +43,16 @@ from .scopedtokens import parse_scoped_page_token, scoped_page_token
 from .status import abort, rpc
 from .tenantsettings import WHOLE_SETTINGS, tenant_settings, update_paths
 from .validate import NAME_MAX, check_id, check_text
+from .worker import MAX_HANDLERS
 
 log = logging.getLogger(__name__)
 
 TENANT_NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}\Z")
 HANDLER_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,200}\Z")
+MAX_CREDENTIAL_TENANTS = 1000
+"""At most this many tenants named by one worker credential (IssueWorkerCredential's ``tenants``)."""
+MAX_ZONES = 1000
+"""At most this many zones named by one RecomputeSchedules (the tz database has about 600)."""
 MAX_GRACE = timedelta(days=30)
 DEFAULT_DRAIN_GRACE = timedelta(seconds=60)
 MAX_DRAIN_GRACE = timedelta(hours=6)
@@ -408,11 +413,13 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     @rpc
     async def IssueWorkerCredential(self, request, context):
         await self._auth.admin(context)
-        if not request.tenants:
-            raise InvalidArgument.field("tenants", "name at least one tenant")
+        if not request.tenants or len(request.tenants) > MAX_CREDENTIAL_TENANTS:
+            raise InvalidArgument.field("tenants", f"name 1 to {MAX_CREDENTIAL_TENANTS} tenants")
+        if len(request.handlers) > MAX_HANDLERS:  # a worker's hello may declare no more
+            raise InvalidArgument.field("handlers", f"at most {MAX_HANDLERS} handler names")
         bad = [h for h in request.handlers if not HANDLER_NAME.match(h)]
         if bad:
-            raise InvalidArgument.field("handlers", f"invalid handler names {bad}: 1 to 200 characters of [A-Za-z0-9_.:-]")
+            raise InvalidArgument.field("handlers", f"invalid handler names {bad[:10]}: 1 to 200 characters of [A-Za-z0-9_.:-]")
         description = check_text(request.description, "description", 256)
         issued = await self._workers.issue(list(request.tenants), list(request.handlers), request.http, description)
         return admin_pb2.IssueWorkerCredentialResponse(
@@ -496,6 +503,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "tzdata recompute is not available on this server")
         engine = default_engine()
         zones: set[str] | None = None
+        if len(request.zones) > MAX_ZONES:
+            raise InvalidArgument.field("zones", f"at most {MAX_ZONES} time zones")
         if request.zones:
             known = engine.zones.keys()
             unknown = sorted({z for z in request.zones if z not in known})
