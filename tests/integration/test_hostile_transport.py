@@ -31,6 +31,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
+from tickwheel_server.api.validate import MAX_LABELS
 
 RESOURCE_EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED
 
@@ -147,9 +148,10 @@ async def test_a_refusal_listing_long_violations_reaches_the_client_as_invalid_a
     # Each bad label's key comes back in its violation (escaped, cut to 160 characters) and its
     # description (400): twenty of them made a status of 40 KiB, sent twice in the trailers,
     # which the client refused as RESOURCE_EXHAUSTED "received metadata size exceeds ...".
+    # As many labels as a job may hold, each bad: more labels are refused by their count alone.
     key = await server.create_tenant("acme")
     job = a_job("labels")
-    for i in range(1000):
+    for i in range(MAX_LABELS):
         job.labels[f"BAD KEY {i} " + "\u202e" * 40] = "\x01" * 60
     async with grpc.aio.insecure_channel(server.address) as channel:
         scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
@@ -161,5 +163,5 @@ async def test_a_refusal_listing_long_violations_reaches_the_client_as_invalid_a
                 assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()[:300]
                 assert "job.labels" in error.details() and "more violations not listed" in error.details()
             else:
-                raise AssertionError("a job with 1000 bad labels was created")
+                raise AssertionError(f"a job with {MAX_LABELS} bad labels was created")
         assert list((await scheduler.ListJobs(scheduler_pb2.ListJobsRequest(), metadata=bearer(key))).jobs) == []
